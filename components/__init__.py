@@ -1,0 +1,1 @@
+"""The inference-fleet library that ``__main__.py`` composes."""

@@ -1,0 +1,91 @@
+"""Data the program is pinned to, read from ``config/``: instance facts, AWS region
+codes, and the versions we render for. Loaded once; never from ``pulumi.Config``."""
+
+from __future__ import annotations
+
+from functools import cache
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from ruamel.yaml import YAML
+
+CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
+
+Architecture = Literal["x86_64", "arm64"]
+AcceleratorKind = Literal["nvidia", "neuron", "none"]
+AmiType = Literal[
+    "AL2023_x86_64_NVIDIA",
+    "AL2023_ARM_64_NVIDIA",
+    "AL2023_x86_64_NEURON",
+    "AL2023_x86_64_STANDARD",
+    "AL2023_ARM_64_STANDARD",
+]
+
+
+class _Data(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+
+class InstanceType(_Data):
+    architecture: Architecture
+    accelerator: AcceleratorKind
+    accelerators: int = Field(ge=0)
+    accelerator_memory_gib: int = Field(ge=0)
+    efa_interfaces: int = Field(ge=0)
+    ami_type: AmiType
+    source: str
+
+    @property
+    def efa_supported(self) -> bool:
+        return self.efa_interfaces > 0
+
+
+class InstanceCatalog(_Data):
+    instance_types: dict[str, InstanceType]
+
+
+class RegionList(_Data):
+    regions: tuple[str, ...] = Field(strict=False)
+
+
+class VllmPins(_Data):
+    release: str
+    image: str
+    efa_image: str
+
+
+class MooncakePins(_Data):
+    global_segment_size: str
+    local_buffer_size: str
+
+
+class KubernetesPins(_Data):
+    default_version: str
+    supported_versions: tuple[str, ...] = Field(strict=False)
+
+
+class Pins(_Data):
+    vllm: VllmPins
+    mooncake: MooncakePins
+    kubernetes: KubernetesPins
+
+
+def _read(name: str) -> object:
+    with (CONFIG_DIR / name).open(encoding="utf-8") as handle:
+        return YAML(typ="safe", pure=True).load(handle)
+
+
+@cache
+def instance_catalog() -> InstanceCatalog:
+    return InstanceCatalog.model_validate(_read("instances.yaml"))
+
+
+@cache
+def aws_regions() -> frozenset[str]:
+    return frozenset(RegionList.model_validate(_read("aws_regions.yaml")).regions)
+
+
+@cache
+def pins() -> Pins:
+    return Pins.model_validate(_read("pins.yaml"))

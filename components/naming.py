@@ -1,0 +1,61 @@
+"""Every derived name and label, in one place (DESIGN decision 3).
+
+Selectors depend only on the endpoint name and the role, so no ordinary edit
+(replicas, image, weight, store sizes) can change them and replace a workload.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+PROJECT = "inference-fleet"
+MANAGED_BY = "pulumi"
+
+Role = Literal["server", "prefill", "decode", "store", "proxy", "canary"]
+
+# Suffixes of the Kubernetes objects an endpoint owns, and the longest name each
+# object kind allows. A StatefulSet's name ends up inside the pod label
+# controller-revision-hash ("<name>-<10-char hash>"), which must fit in 63
+# characters, so StatefulSet names are kept to 52.
+_NAME_LIMITS: dict[str, int] = {
+    "": 63,  # Service and Deployment of a classic endpoint
+    "-canary": 63,
+    "-prefill": 52,  # StatefulSet (stable per-pod addresses, DESIGN decision 8)
+    "-decode": 63,
+    "-proxy": 63,
+    "-store": 52,  # StatefulSet of the Mooncake master
+    "-mooncake": 63,  # ConfigMap with mooncake.json
+}
+
+MAX_ENDPOINT_NAME_LENGTH = min(limit - len(suffix) for suffix, limit in _NAME_LIMITS.items())
+"""44: '<name>-prefill' must stay within the 52 characters of a StatefulSet name."""
+
+
+def object_name(endpoint: str, role: Role) -> str:
+    """The Kubernetes name of an endpoint's object for ``role`` (the classic server has none)."""
+    return endpoint if role == "server" else f"{endpoint}-{role}"
+
+
+def selector_labels(endpoint: str, role: Role) -> dict[str, str]:
+    """Labels a role's pods are selected by; only the name and role, never a mutable field."""
+    return {
+        "app.kubernetes.io/name": endpoint,
+        "app.kubernetes.io/component": role,
+    }
+
+
+def common_labels(endpoint: str, role: Role) -> dict[str, str]:
+    return {
+        **selector_labels(endpoint, role),
+        "app.kubernetes.io/part-of": PROJECT,
+        "app.kubernetes.io/managed-by": MANAGED_BY,
+    }
+
+
+def fleet_name(stack: str) -> str:
+    return f"{PROJECT}-{stack}"
+
+
+def aws_provider_name(region: str) -> str:
+    """Pulumi name of the explicit AWS provider of a region."""
+    return f"aws-{region}"

@@ -1,0 +1,295 @@
+"""Rules that span fields the models cannot see together: regions against the
+instance catalog, and endpoints against the regions they are placed in (spec section 0)."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from components.catalog import InstanceCatalog, InstanceType
+from components.naming import MAX_ENDPOINT_NAME_LENGTH
+from components.spec.base import is_dns_1035_label
+from components.spec.endpoint import Endpoint
+from components.spec.errors import Problem, dotted
+from components.spec.region import NodeGroup, Region
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One endpoint in one region, with the node group it is scheduled on."""
+
+    endpoint: str
+    region: str
+    node_group: str | None
+    image: str
+
+
+def check_region_name(name: str, known_regions: frozenset[str]) -> list[Problem]:
+    if name in known_regions:
+        return []
+    return [Problem(dotted(["regions", name]), f"{name!r} is not an AWS region code (e.g. us-east-1, eu-west-1)")]
+
+
+def node_group_instance(group: NodeGroup, catalog: InstanceCatalog) -> InstanceType | None:
+    """The catalog facts of a group's (first) instance type, as pulumi-eks and terraform size EFA."""
+    return catalog.instance_types.get(group.instance_types[0])
+
+
+def check_region(name: str, region: Region, catalog: InstanceCatalog) -> list[Problem]:
+    problems: list[Problem] = []
+    system_groups = []
+    for group_name, group in region.node_groups.items():
+        path = ["regions", name, "node_groups", group_name]
+        facts = _group_facts(path, group, catalog, problems)
+        if facts is None:
+            continue
+        if facts.accelerators == 0:
+            system_groups.append(group_name)
+        if group.availability_zone is not None:
+            problems += _zone_problems(path, name, region, group.availability_zone)
+        if group.efa and not facts.efa_supported:
+            problems.append(
+                Problem(
+                    dotted([*path, "instance_types"]),
+                    f"efa is true but {group.instance_types[0]} has no EFA support; choose an EFA-capable type "
+                    "(e.g. p5.48xlarge, g6e.48xlarge) or set efa to false",
+                )
+            )
+    if not system_groups and region.node_groups:
+        problems.append(
+            Problem(
+                dotted(["regions", name, "node_groups"]),
+                "has no group without GPUs for system pods; add one (e.g. system: {instance_types: [m7i.xlarge], "
+                "min_size: 2, max_size: 4, desired_size: 2})",
+            )
+        )
+    return problems
+
+
+def _group_facts(
+    path: list[str | int], group: NodeGroup, catalog: InstanceCatalog, problems: list[Problem]
+) -> InstanceType | None:
+    known: list[tuple[str, InstanceType]] = []
+    for index, instance_type in enumerate(group.instance_types):
+        facts = catalog.instance_types.get(instance_type)
+        if facts is None:
+            problems.append(
+                Problem(
+                    dotted([*path, "instance_types", index]),
+                    f"unknown instance type {instance_type!r}; use one from config/instances.yaml or add it there "
+                    "with its source",
+                )
+            )
+        else:
+            known.append((instance_type, facts))
+    if len(known) != len(group.instance_types):
+        return None
+    first_type, first = known[0]
+    for index, (instance_type, facts) in enumerate(known[1:], start=1):
+        shape = (facts.architecture, facts.accelerator, facts.accelerators, facts.efa_interfaces)
+        if shape != (first.architecture, first.accelerator, first.accelerators, first.efa_interfaces):
+            problems.append(
+                Problem(
+                    dotted([*path, "instance_types", index]),
+                    f"{instance_type} differs from {first_type} in architecture, accelerators or EFA interfaces; "
+                    "a node group's types must be interchangeable, so put it in a group of its own",
+                )
+            )
+            return None
+    return first
+
+
+def _zone_problems(path: list[str | int], region_name: str, region: Region, zone: str) -> list[Problem]:
+    if not re.fullmatch(re.escape(region_name) + r"[a-z]", zone):
+        return [
+            Problem(
+                dotted([*path, "availability_zone"]),
+                f"{zone!r} is not a zone of {region_name} (zones look like {region_name}a)",
+            )
+        ]
+    zones = region.vpc.availability_zones
+    if zones is not None and zone not in zones:
+        return [
+            Problem(
+                dotted([*path, "availability_zone"]),
+                f"{zone!r} is not among the VPC's availability_zones ({', '.join(zones)}); add it there",
+            )
+        ]
+    return []
+
+
+def check_endpoint_name(name: str) -> list[Problem]:
+    if is_dns_1035_label(name, MAX_ENDPOINT_NAME_LENGTH):
+        return []
+    return [
+        Problem(
+            dotted(["endpoints", name]),
+            f"endpoint name {name!r} must be a DNS-1035 label (lowercase letters, digits and '-', starting with a "
+            f"letter) of at most {MAX_ENDPOINT_NAME_LENGTH} characters, so that '<name>-prefill' fits a "
+            "StatefulSet name",
+        )
+    ]
+
+
+def place_endpoint(
+    name: str,
+    endpoint: Endpoint,
+    declared: tuple[str, ...],
+    regions: Mapping[str, Region],
+    catalog: InstanceCatalog,
+) -> tuple[list[Placement], list[Problem]]:
+    """Resolve the endpoint's node group in each target region and check it fits there.
+
+    ``declared`` holds every region name of the stack; ``regions`` only those that
+    validated, so an invalid region is reported once, against itself.
+    """
+    path = ["endpoints", name]
+    targets = endpoint.target_regions if endpoint.target_regions is not None else declared
+    problems = []
+    for index, region in enumerate(targets):
+        if region not in declared:
+            problems.append(
+                Problem(
+                    dotted([*path, "target_regions", index]),
+                    f"{region!r} is not a region of this stack (regions: {', '.join(declared) or 'none'})",
+                )
+            )
+    for region in endpoint.region_image_uris:
+        if region not in targets:
+            problems.append(
+                Problem(
+                    dotted([*path, "region_image_uris", region]),
+                    f"{region!r} is not a target region of the endpoint; remove it",
+                )
+            )
+    placements = []
+    for region_name in (region for region in targets if region in regions):
+        group_name, group_problems = _place_in_region(name, endpoint, region_name, regions[region_name], catalog)
+        problems += group_problems
+        if not group_problems:
+            placements.append(Placement(name, region_name, group_name, endpoint.image_for(region_name)))
+    return placements, problems
+
+
+def _place_in_region(
+    name: str, endpoint: Endpoint, region_name: str, region: Region, catalog: InstanceCatalog
+) -> tuple[str | None, list[Problem]]:
+    path = ["endpoints", name]
+    rdma = endpoint.transfer_protocol == "rdma"
+    store = endpoint.mooncake.store if endpoint.mooncake is not None else None
+    problems = []
+    if store is not None and store.cold_tier_enabled and not region.cold_tier.enabled:
+        problems.append(
+            Problem(
+                dotted([*path, "mooncake", "store", "cold_tier_enabled"]),
+                f"needs the cold tier of {region_name}: set regions.{region_name}.cold_tier.enabled to true",
+            )
+        )
+    group_name = endpoint.node_group
+    if group_name is None:
+        if endpoint.gpu_count == 0:
+            return None, problems
+        group_name, problem = _default_group(path, endpoint, region_name, region, catalog)
+        if problem is not None:
+            return None, [*problems, problem]
+    group = region.node_groups.get(group_name)
+    if group is None:
+        problems.append(
+            Problem(
+                dotted([*path, "node_group"]),
+                f"node group {group_name!r} does not exist in {region_name} (groups there: "
+                f"{', '.join(region.node_groups)}); add it there or remove {region_name} from target_regions",
+            )
+        )
+        return None, problems
+    facts = node_group_instance(group, catalog)
+    if facts is None:
+        return None, problems  # reported against the region
+    group_ref = f"regions.{region_name}.node_groups.{group_name}"
+    if endpoint.gpu_count > 0 and (facts.accelerator != endpoint.accelerator or facts.accelerators == 0):
+        problems.append(
+            Problem(
+                dotted([*path, "node_group"]),
+                f"{group_ref} has no {endpoint.accelerator} accelerators but gpu_count is {endpoint.gpu_count}; "
+                "choose a GPU group or set gpu_count to 0",
+            )
+        )
+        return None, problems
+    if rdma and not group.efa:
+        problems.append(
+            Problem(
+                dotted([*path, "mooncake", "transfer", "protocol"]),
+                f"'rdma' needs an EFA node group, but {group_ref} has efa false; choose an EFA group or "
+                "use protocol 'tcp'",
+            )
+        )
+    if endpoint.capacity_type is not None and endpoint.capacity_type != group.capacity_type:
+        problems.append(
+            Problem(
+                dotted([*path, "capacity_type"]),
+                f"is {endpoint.capacity_type!r} but {group_ref} is {group.capacity_type!r}; no node would match",
+            )
+        )
+    problems += _capacity_problems(path, endpoint, region_name, group_ref, group, facts)
+    return group_name, problems
+
+
+def _default_group(
+    path: list[str | int], endpoint: Endpoint, region_name: str, region: Region, catalog: InstanceCatalog
+) -> tuple[str, Problem | None]:
+    rdma = endpoint.transfer_protocol == "rdma"
+    candidates = []
+    for group_name, group in region.node_groups.items():
+        facts = node_group_instance(group, catalog)
+        if facts is None or facts.accelerator != endpoint.accelerator or facts.accelerators == 0:
+            continue
+        if rdma and not group.efa:
+            continue
+        candidates.append(group_name)
+    kind = f"{'EFA ' if rdma else ''}{endpoint.accelerator} GPU"
+    if len(candidates) == 1:
+        return candidates[0], None
+    if not candidates:
+        return "", Problem(
+            dotted([*path, "node_group"]),
+            f"{region_name} has no {kind} node group to default to; add one to regions.{region_name}.node_groups",
+        )
+    return "", Problem(
+        dotted([*path, "node_group"]),
+        f"is ambiguous in {region_name}: {', '.join(candidates)} are all {kind} groups; set node_group",
+    )
+
+
+def _capacity_problems(
+    path: list[str | int],
+    endpoint: Endpoint,
+    region_name: str,
+    group_ref: str,
+    group: NodeGroup,
+    facts: InstanceType,
+) -> list[Problem]:
+    per_pod = endpoint.gpu_count
+    if per_pod == 0:
+        return []
+    if per_pod > facts.accelerators:
+        return [
+            Problem(
+                dotted([*path, "gpu_count"]),
+                f"{per_pod} GPUs per pod do not fit one node of {group_ref} ({facts.accelerators} per instance)",
+            )
+        ]
+    pods = endpoint.max_gpu_pods()
+    needed = pods * per_pod
+    # Pods do not span nodes: a node holds floor(GPUs per node / GPUs per pod) of them.
+    available = group.max_size * (facts.accelerators // per_pod) * per_pod
+    if needed <= available:
+        return []
+    return [
+        Problem(
+            dotted(path),
+            f"in {region_name} needs up to {needed} GPUs ({pods} pods x {per_pod}) but {group_ref} holds at most "
+            f"{available} (max_size {group.max_size} x {facts.accelerators} GPUs per instance); raise max_size "
+            "or lower the counts",
+        )
+    ]

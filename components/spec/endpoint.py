@@ -1,0 +1,252 @@
+"""Section 1: one inference endpoint (classic, or Mooncake with a ``mooncake`` block)."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal, Self
+
+from pydantic import AfterValidator, Field, model_validator
+
+from components.catalog import pins
+from components.spec.autoscaling import Autoscaling
+from components.spec.base import (
+    DnsLabel,
+    EnvName,
+    LabelKey,
+    LabelValue,
+    NonEmptyStr,
+    ObjectName,
+    Port,
+    SpecModel,
+    fail,
+    items,
+)
+from components.spec.engine import EngineCapabilities
+from components.spec.images import HEALTH_PATHS, Framework, framework_from_image, rewrite_for_region
+from components.spec.mooncake import Mooncake
+from components.spec.region import CapacityType
+
+_SECRET_LIKE = re.compile(r"(PASSWORD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.IGNORECASE)
+_S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+RESERVED_LABEL_PREFIX = "app.kubernetes.io/"
+
+
+def _path(value: str) -> str:
+    if not value.startswith("/"):
+        raise fail("path", "must start with '/', got {value!r}", value=value)
+    return value
+
+
+def _s3_uri(value: str) -> str:
+    if not _S3_URI.match(value):
+        raise fail("s3_uri", "must be an s3:// URI such as s3://my-bucket/models/llama, got {value!r}", value=value)
+    return value
+
+
+def _own_label(key: str) -> str:
+    if key.startswith(RESERVED_LABEL_PREFIX):
+        raise fail(
+            "reserved_label",
+            "{key!r} is set by inference-fleet (the app.kubernetes.io/ labels are its selectors); choose another key",
+            key=key,
+        )
+    return key
+
+
+Path = Annotated[str, AfterValidator(_path)]
+S3Uri = Annotated[str, AfterValidator(_s3_uri)]
+UserLabelKey = Annotated[LabelKey, AfterValidator(_own_label)]
+
+
+class SecretRef(SpecModel):
+    secret: ObjectName = Field(description="Name of a Kubernetes Secret in the endpoint's namespace.")
+    key: NonEmptyStr = Field(description="Key inside that Secret.")
+
+
+class Canary(SpecModel):
+    image: NonEmptyStr = Field(description="Image of the canary workload.")
+    weight: int = Field(10, ge=1, le=99, description="Percent of traffic the route sends to the canary.")
+    replicas: int = Field(1, ge=1, description="Pods of the canary workload.")
+
+
+class Endpoint(SpecModel):
+    image: NonEmptyStr | None = Field(
+        None,
+        description="Server image; required for classic endpoints. With mooncake it defaults to the pinned "
+        "Mooncake-enabled vLLM image (its -efa variant for transfer.protocol rdma).",
+    )
+    framework: Framework | None = Field(
+        None,
+        description="vllm, sglang, tgi or triton. Mooncake requires vllm and defaults to it; otherwise recognised "
+        "from the image, vllm when unrecognised.",
+    )
+    target_regions: tuple[str, ...] | None = items(
+        "Regions to serve in; every region of the stack when absent. An empty list is refused.", default=None
+    )
+    replicas: int | None = Field(
+        None, ge=0, description="Pods of a classic endpoint (default 1); Mooncake endpoints use mooncake.topology."
+    )
+    gpu_count: int = Field(1, ge=0, description="GPUs per pod (per role pod for Mooncake roles).")
+    node_group: DnsLabel | None = Field(
+        None,
+        description="Node group to schedule on; defaults to the region's only GPU group (only EFA group for rdma).",
+    )
+    accelerator: Literal["nvidia", "neuron"] = Field("nvidia", description="Device family the pods request.")
+    port: Port = Field(8000, description="Container port of the server.")
+    health_check_path: Path | None = Field(
+        None, description="Readiness and liveness path; defaults to the framework's (/health, Triton /v2/health/ready)."
+    )
+    model_path: Path | None = Field(None, description="Path of the weights inside the pod.")
+    model_source: S3Uri | None = Field(None, description="s3:// URI of the weights, synced into the pod before start.")
+    env: dict[EnvName, str] = Field(
+        default_factory=dict, description="Extra environment; credentials belong in secret_env, never here."
+    )
+    secret_env: dict[EnvName, SecretRef] = Field(
+        default_factory=dict, description="Environment read from Kubernetes Secrets: VAR -> {secret, key}."
+    )
+    args: tuple[str, ...] = items("Extra server arguments, appended to the framework's own.", default=())
+    capacity_type: CapacityType | None = Field(
+        None, description="Run only on nodes of this capacity type (on-demand, spot, capacity-block)."
+    )
+    node_selector: dict[LabelKey, LabelValue] = Field(
+        default_factory=dict, description="Extra node labels the pods require."
+    )
+    namespace: DnsLabel = Field("inference", description="Kubernetes namespace, created if missing.")
+    labels: dict[UserLabelKey, LabelValue] = Field(
+        default_factory=dict, description="Labels added to every object of the endpoint."
+    )
+    autoscaling: Autoscaling | None = Field(None, description="HorizontalPodAutoscaler of a classic endpoint.")
+    desired_state: Literal["running", "stopped"] = Field(
+        "running", description="stopped keeps every object with zero pods; running restores the counts."
+    )
+    rewrite_image: bool = Field(
+        True, description="Use each region's replica of an ECR image (same account, repository and tag)."
+    )
+    region_image_uris: dict[str, NonEmptyStr] = Field(
+        default_factory=dict, description="Explicit image per region; wins over the derived ECR rewrite."
+    )
+    canary: Canary | None = Field(None, description="A weighted second workload with another image.")
+    mooncake: Mooncake | None = Field(None, description="Disaggregated serving and/or the KV-cache store.")
+    engine: EngineCapabilities | None = Field(None, description="Framework-neutral engine description, exported.")
+
+    @model_validator(mode="after")
+    def _rules_and_defaults(self) -> Self:
+        for name in self.env:
+            if _SECRET_LIKE.search(name):
+                raise fail(
+                    "secret_in_env",
+                    "{name!r} looks like a credential; move it to secret_env ({{secret: <name>, key: <key>}})",
+                    at=f"env.{name}",
+                    name=name,
+                )
+            if name in self.secret_env:
+                raise fail("env_twice", "{name!r} is also in secret_env; keep one", at=f"env.{name}", name=name)
+        if self.target_regions is not None:
+            if not self.target_regions:
+                raise fail(
+                    "no_regions", "is empty (no regions): remove the endpoint instead", at="target_regions"
+                )
+            seen: set[str] = set()
+            for index, region in enumerate(self.target_regions):
+                if region in seen:
+                    raise fail(
+                        "duplicate_region", "lists {region!r} twice", at=f"target_regions[{index}]", region=region
+                    )
+                seen.add(region)
+        if self.canary is not None and self.desired_state != "running":
+            raise fail("canary_stopped", "is allowed only while desired_state is 'running'", at="canary")
+        return self._resolve_mooncake() if self.mooncake is not None else self._resolve_classic()
+
+    def _resolve_classic(self) -> Self:
+        if self.image is None:
+            raise fail(
+                "image_required", "is required for a classic endpoint (one without a mooncake block)", at="image"
+            )
+        framework = self.framework or framework_from_image(self.image)
+        return self.model_copy(
+            update={
+                "framework": framework,
+                "replicas": 1 if self.replicas is None else self.replicas,
+                "health_check_path": self.health_check_path or HEALTH_PATHS[framework],
+            }
+        )
+
+    def _resolve_mooncake(self) -> Self:
+        mooncake = self.mooncake
+        assert mooncake is not None
+        if self.framework not in (None, "vllm"):
+            raise fail(
+                "mooncake_framework", "must be 'vllm' with mooncake, got {framework!r}", at="framework",
+                framework=self.framework,
+            )
+        if self.accelerator != "nvidia":
+            raise fail("mooncake_accelerator", "must be 'nvidia' with mooncake", at="accelerator")
+        if self.replicas is not None:
+            raise fail(
+                "mooncake_replicas",
+                "is for classic endpoints; size Mooncake roles with mooncake.topology (and mooncake.autoscaling)",
+                at="replicas",
+            )
+        if self.autoscaling is not None:
+            raise fail("mooncake_autoscaling", "is for classic endpoints; use mooncake.autoscaling", at="autoscaling")
+        if self.canary is not None:
+            raise fail(
+                "mooncake_canary",
+                "is not supported on Mooncake endpoints (a canary is one Deployment, not a prefill/decode set)",
+                at="canary",
+            )
+        pinned = pins().vllm
+        image = self.image or (pinned.efa_image if mooncake.transfer.protocol == "rdma" else pinned.image)
+        if mooncake.split:
+            proxy = mooncake.proxy.model_copy(update={"image": mooncake.proxy.image or image}) if mooncake.proxy else None
+            from components.spec.mooncake import Proxy
+
+            mooncake = mooncake.model_copy(update={"proxy": proxy or Proxy(image=image)})
+        return self.model_copy(
+            update={
+                "image": image,
+                "framework": "vllm",
+                "health_check_path": self.health_check_path or HEALTH_PATHS["vllm"],
+                "mooncake": mooncake,
+            }
+        )
+
+    # Derived facts the workloads use.
+
+    @property
+    def classic(self) -> bool:
+        return self.mooncake is None
+
+    @property
+    def autoscaled(self) -> bool:
+        if self.mooncake is not None:
+            return self.mooncake.autoscaling.enabled
+        return self.autoscaling is not None and self.autoscaling.enabled
+
+    @property
+    def transfer_protocol(self) -> str | None:
+        return self.mooncake.transfer.protocol if self.mooncake is not None else None
+
+    def image_for(self, region: str) -> str:
+        """The image pulled in ``region``: an explicit override, else the ECR rewrite, else the image."""
+        assert self.image is not None
+        if region in self.region_image_uris:
+            return self.region_image_uris[region]
+        return rewrite_for_region(self.image, region) if self.rewrite_image else self.image
+
+    def max_gpu_pods(self) -> int:
+        """Most GPU pods the endpoint can run at once (counts, canary and autoscaling maxima)."""
+        if self.mooncake is None:
+            autoscaling = self.autoscaling
+            pods = autoscaling.max_replicas if autoscaling and autoscaling.enabled else (self.replicas or 0)
+            return pods + (self.canary.replicas if self.canary else 0)
+        if not self.mooncake.split:
+            return 1
+        topology = self.mooncake.topology
+        assert topology is not None
+        scaling = self.mooncake.autoscaling
+        prefill, decode = topology.prefill, topology.decode
+        if scaling.enabled:
+            prefill = max(prefill, scaling.prefill.max_replicas) if scaling.prefill else prefill
+            decode = max(decode, scaling.decode.max_replicas) if scaling.decode else decode
+        return prefill + decode

@@ -1,0 +1,155 @@
+"""Section 3: the ``mooncake`` block (disaggregated prefill/decode, KV-cache store, both)."""
+
+from __future__ import annotations
+
+from typing import Literal, Self
+
+from pydantic import Field, model_validator
+
+from components.catalog import pins
+from components.spec.autoscaling import RoleAutoscaling
+from components.spec.base import NonEmptyStr, ObjectName, Port, SpecModel, fail
+from components.spec.sizes import ByteSize
+
+Mode = Literal["disaggregated", "store", "both"]
+Protocol = Literal["rdma", "tcp"]
+SPLIT_MODES: tuple[Mode, ...] = ("disaggregated", "both")
+STORE_MODES: tuple[Mode, ...] = ("store", "both")
+
+
+class Topology(SpecModel):
+    prefill: int = Field(1, ge=1, le=1000, description="Prefill instances (the X of XpYd).")
+    decode: int = Field(1, ge=1, le=1000, description="Decode instances (the Y of XpYd).")
+
+
+class Transfer(SpecModel):
+    protocol: Protocol = Field(
+        "rdma",
+        description="rdma: EFA nodes and devices, vLLM's Mooncake protocol 'efa'; tcp: no EFA placement.",
+    )
+    device_name: str = Field("", description="NIC whitelist for Mooncake; empty lets Mooncake auto-detect.")
+    num_workers: int = Field(10, ge=1, description="Sender threads per prefill worker.")
+    bootstrap_base_port: Port = Field(8998, description="Port of the prefill bootstrap server.")
+    abort_request_timeout: int = Field(
+        480, ge=1, description="Seconds before a prefiller frees KV blocks no decoder pulled."
+    )
+
+
+class Store(SpecModel):
+    enabled: bool | None = Field(
+        None, description="Run the shared KV-cache store; defaults to true for 'store' and 'both', false otherwise."
+    )
+    metadata_server: NonEmptyStr | None = Field(
+        None, description="Override of the metadata URL; defaults to the store master's HTTP metadata server."
+    )
+    master_server_address: NonEmptyStr | None = Field(
+        None, description="Override of host:port of the store master; defaults to the master Service."
+    )
+    protocol: Protocol | None = Field(None, description="Store transport; defaults to transfer.protocol.")
+    device_name: str | None = Field(None, description="Store NIC whitelist; defaults to transfer.device_name.")
+    global_segment_size: ByteSize | None = Field(
+        None, description="Host DRAM each rank adds to the pool (byte size); defaults to config/pins.yaml."
+    )
+    local_buffer_size: ByteSize | None = Field(
+        None, description="Per-rank transfer buffer (byte size); defaults to config/pins.yaml."
+    )
+    offload: Literal["cpu", "disk", "none"] = Field(
+        "cpu", description="cpu keeps KV in DRAM only; disk adds an SSD tier; none disables offload."
+    )
+    cold_tier_enabled: bool = Field(
+        False, description="Write KV asynchronously to the region's cold-tier bucket; needs the store enabled."
+    )
+
+
+class Proxy(SpecModel):
+    image: NonEmptyStr | None = Field(None, description="Proxy image; defaults to the endpoint image.")
+    scheduling: Literal["round_robin"] = Field("round_robin", description="How the proxy picks instances.")
+    admin_api_key_secret: ObjectName | None = Field(
+        None, description="Name of a Kubernetes Secret holding the proxy admin key; the key never enters config."
+    )
+
+
+class MooncakeAutoscaling(SpecModel):
+    enabled: bool = Field(False, description="Autoscale the roles below; only for 'disaggregated' and 'both'.")
+    prefill: RoleAutoscaling | None = Field(None, description="Autoscaler of the prefill role.")
+    decode: RoleAutoscaling | None = Field(None, description="Autoscaler of the decode role.")
+
+
+class Mooncake(SpecModel):
+    mode: Mode = Field(description="disaggregated (prefill/decode split), store (shared KV store) or both.")
+    topology: Topology | None = Field(None, description="XpYd counts; required for 'disaggregated' and 'both'.")
+    store: Store = Field(default_factory=Store, description="The Mooncake KV-cache store.")
+    transfer: Transfer = Field(default_factory=Transfer, description="KV transfer between instances.")
+    proxy: Proxy | None = Field(None, description="The prefill/decode proxy of split modes.")
+    autoscaling: MooncakeAutoscaling = Field(
+        default_factory=MooncakeAutoscaling, description="Per-role autoscaling of split modes."
+    )
+
+    @property
+    def split(self) -> bool:
+        return self.mode in SPLIT_MODES
+
+    @property
+    def store_enabled(self) -> bool:
+        return bool(self.store.enabled)
+
+    @model_validator(mode="after")
+    def _rules_and_defaults(self) -> Self:
+        mode = self.mode
+        if self.split and self.topology is None:
+            raise fail(
+                "topology_required",
+                "is required for mode {mode!r}: an XpYd topology such as {{prefill: 1, decode: 1}}",
+                at="topology",
+                mode=mode,
+            )
+        if not self.split and self.topology is not None:
+            raise fail("topology_unused", "is not used by mode 'store'; remove it", at="topology")
+        if not self.split and self.proxy is not None:
+            raise fail("proxy_unused", "is only used by 'disaggregated' and 'both'; remove it", at="proxy")
+        enabled = self.store.enabled if self.store.enabled is not None else mode in STORE_MODES
+        if mode == "both" and not enabled:
+            raise fail(
+                "store_required",
+                "must be true for mode 'both' (its store connector is wired to the master)",
+                at="store.enabled",
+            )
+        if mode == "disaggregated" and enabled:
+            raise fail(
+                "store_unused",
+                "mode 'disaggregated' runs no store; use mode 'both' for transfer plus store",
+                at="store.enabled",
+            )
+        if self.store.cold_tier_enabled and not enabled:
+            raise fail(
+                "cold_tier_needs_store",
+                "requires mooncake.store.enabled to be true",
+                at="store.cold_tier_enabled",
+            )
+        if self.autoscaling.enabled and not self.split:
+            raise fail(
+                "autoscaling_mode",
+                "requires a 'disaggregated' or 'both' mode, got {mode!r}",
+                at="autoscaling.enabled",
+                mode=mode,
+            )
+        if self.autoscaling.enabled and self.autoscaling.prefill is None and self.autoscaling.decode is None:
+            raise fail("autoscaling_roles", "names no role: add prefill, decode or both", at="autoscaling")
+        store = self.store.model_copy(
+            update={
+                "enabled": enabled,
+                "protocol": self.store.protocol or self.transfer.protocol,
+                "device_name": self.transfer.device_name if self.store.device_name is None else self.store.device_name,
+                "global_segment_size": self.store.global_segment_size or pins().mooncake.global_segment_size,
+                "local_buffer_size": self.store.local_buffer_size or pins().mooncake.local_buffer_size,
+            }
+        )
+        if enabled:
+            for key in ("global_segment_size", "local_buffer_size"):
+                if getattr(store, key) == "0":
+                    raise fail(
+                        "store_size_zero",
+                        "must be greater than 0 (the pinned vLLM's Mooncake store refuses 0 in embedded mode)",
+                        at=f"store.{key}",
+                    )
+        return self.model_copy(update={"store": store})

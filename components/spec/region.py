@@ -1,0 +1,184 @@
+"""Section 0: a region of the stack (VPC, node groups, cold tier, ingress)."""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+from typing import Annotated, Literal, Self
+
+from pydantic import AfterValidator, Field, model_validator
+
+from components.catalog import pins
+from components.spec.base import DnsLabel, SpecModel, fail, items
+
+CapacityType = Literal["on-demand", "spot", "capacity-block"]
+
+_VPC_ID = re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$")
+_SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$")
+_RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
+_ACM_ARN = re.compile(r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[A-Za-z0-9-]+$")
+
+
+def _cidr(value: str) -> str:
+    try:
+        return str(ipaddress.IPv4Network(value, strict=True))
+    except ValueError:
+        raise fail(
+            "cidr", "must be an IPv4 CIDR block with no host bits set (e.g. 10.20.0.0/16), got {value!r}", value=value
+        ) from None
+
+
+def _id(pattern: re.Pattern[str], example: str) -> AfterValidator:
+    def check(value: str) -> str:
+        if not pattern.match(value):
+            raise fail("aws_id", "must look like {example}, got {value!r}", example=example, value=value)
+        return value
+
+    return AfterValidator(check)
+
+
+Cidr = Annotated[str, AfterValidator(_cidr)]
+VpcId = Annotated[str, _id(_VPC_ID, "vpc-0123456789abcdef0")]
+SubnetId = Annotated[str, _id(_SUBNET_ID, "subnet-0123456789abcdef0")]
+ReservationId = Annotated[str, _id(_RESERVATION_ID, "cr-0123456789abcdef0")]
+CertificateArn = Annotated[str, _id(_ACM_ARN, "arn:aws:acm:<region>:<account>:certificate/<id>")]
+
+
+class Vpc(SpecModel):
+    """Either the VPC to create (cidr + availability_zones) or an existing one (id + subnets)."""
+
+    cidr: Cidr | None = Field(
+        None, description="Create a VPC with this IPv4 CIDR (e.g. 10.20.0.0/16); private and public subnets are carved from it."
+    )
+    availability_zones: tuple[str, ...] | None = items(
+        "Zones of the created VPC (at least two, as EKS requires); one private and one public subnet each.",
+        default=None,
+        min_length=2,
+    )
+    id: VpcId | None = Field(None, description="Use this existing VPC instead of creating one.")
+    private_subnet_ids: tuple[SubnetId, ...] | None = items(
+        "Private subnets of the existing VPC, in at least two zones; nodes run here.", default=None, min_length=2
+    )
+    public_subnet_ids: tuple[SubnetId, ...] = items(
+        "Public subnets of the existing VPC, for internet-facing load balancers; empty for internal-only.", default=()
+    )
+
+    @model_validator(mode="after")
+    def _one_way(self) -> Self:
+        creates = self.cidr is not None or self.availability_zones is not None
+        adopts = self.id is not None or self.private_subnet_ids is not None or bool(self.public_subnet_ids)
+        if creates and adopts:
+            raise fail(
+                "vpc_shape",
+                "give either {{cidr, availability_zones}} to create a VPC or {{id, private_subnet_ids, "
+                "public_subnet_ids}} to use an existing one, not both",
+            )
+        if creates and (self.cidr is None or self.availability_zones is None):
+            raise fail("vpc_shape", "a created VPC needs both cidr and availability_zones")
+        if adopts and (self.id is None or self.private_subnet_ids is None):
+            raise fail("vpc_shape", "an existing VPC needs both id and private_subnet_ids")
+        if not creates and not adopts:
+            raise fail(
+                "vpc_shape",
+                "is empty: give {{cidr, availability_zones}} to create a VPC or {{id, private_subnet_ids}} to use one",
+            )
+        return self
+
+    @property
+    def creates(self) -> bool:
+        return self.cidr is not None
+
+
+class NodeGroup(SpecModel):
+    instance_types: tuple[str, ...] = items(
+        "EC2 instance types of the group (from config/instances.yaml); all must share GPUs, EFA and architecture.",
+        min_length=1,
+    )
+    min_size: int = Field(ge=0, description="Fewest nodes.")
+    max_size: int = Field(ge=1, description="Most nodes; GPU capacity checks use this.")
+    desired_size: int = Field(ge=0, description="Nodes at creation; must lie within [min_size, max_size].")
+    efa: bool = Field(
+        False,
+        description="EFA interfaces on every network card, a cluster placement group and one availability zone.",
+    )
+    availability_zone: str | None = Field(
+        None, description="The one zone of the group; required when efa is true or capacity_type is capacity-block."
+    )
+    capacity_type: CapacityType = Field("on-demand", description="on-demand, spot or capacity-block.")
+    capacity_reservation_id: ReservationId | None = Field(
+        None, description="The Capacity Block reservation; required with, and only with, capacity-block."
+    )
+
+    @model_validator(mode="after")
+    def _sizes_and_capacity(self) -> Self:
+        if not self.min_size <= self.desired_size <= self.max_size:
+            raise fail(
+                "node_group_sizes",
+                "min_size <= desired_size <= max_size must hold, got {min} <= {desired} <= {max}",
+                min=self.min_size,
+                desired=self.desired_size,
+                max=self.max_size,
+            )
+        if self.capacity_type == "capacity-block" and self.capacity_reservation_id is None:
+            raise fail("capacity_block", "capacity_type 'capacity-block' needs capacity_reservation_id")
+        if self.capacity_type != "capacity-block" and self.capacity_reservation_id is not None:
+            raise fail(
+                "capacity_block",
+                "capacity_reservation_id is only used with capacity_type 'capacity-block', got {kind!r}",
+                kind=self.capacity_type,
+            )
+        if self.availability_zone is None and (self.efa or self.capacity_type == "capacity-block"):
+            reason = "efa is true" if self.efa else "the capacity block lives in one zone"
+            raise fail("node_group_zone", "availability_zone is required because {reason}", reason=reason)
+        return self
+
+
+class ColdTier(SpecModel):
+    enabled: bool = Field(False, description="Provision the region's KV cold-tier bucket (endpoints opt in).")
+    expiration_days: int = Field(
+        30, ge=1, le=3650, description="KV objects are disposable: they expire after this many days."
+    )
+    protect: bool = Field(True, description="Protect the bucket from deletion by Pulumi.")
+    retain_on_delete: bool = Field(True, description="Keep the bucket in AWS when it leaves the stack.")
+
+
+class Ingress(SpecModel):
+    scheme: Literal["internal", "internet-facing"] = Field(
+        "internal", description="internal, or internet-facing (needs certificate_arn and allowed_cidrs)."
+    )
+    certificate_arn: CertificateArn | None = Field(None, description="ACM certificate for HTTPS on the shared ALB.")
+    allowed_cidrs: tuple[Cidr, ...] = items("Client CIDRs allowed through an internet-facing ALB.", default=())
+
+    @model_validator(mode="after")
+    def _public_needs_tls_and_cidrs(self) -> Self:
+        if self.scheme == "internet-facing" and (self.certificate_arn is None or not self.allowed_cidrs):
+            raise fail(
+                "ingress_public",
+                "scheme 'internet-facing' needs certificate_arn and a non-empty allowed_cidrs",
+            )
+        return self
+
+
+def _kubernetes_version(value: str) -> str:
+    supported = pins().kubernetes.supported_versions
+    if value not in supported:
+        raise fail(
+            "kubernetes_version",
+            "must be one of {supported} (a quoted string), got {value!r}",
+            supported=", ".join(supported),
+            value=value,
+        )
+    return value
+
+
+class Region(SpecModel):
+    kubernetes_version: Annotated[str, AfterValidator(_kubernetes_version)] = Field(
+        default_factory=lambda: pins().kubernetes.default_version,
+        description="EKS Kubernetes version as a quoted string; defaults to the pinned version in config/pins.yaml.",
+    )
+    vpc: Vpc = Field(description="The VPC to create, or an existing one to use.")
+    node_groups: dict[DnsLabel, NodeGroup] = Field(
+        min_length=1, description="Managed node groups by name; at least one without GPUs for system pods."
+    )
+    cold_tier: ColdTier = Field(default_factory=ColdTier, description="The region's KV cold-tier bucket.")
+    ingress: Ingress = Field(default_factory=Ingress, description="The shared ALB every endpoint route uses.")

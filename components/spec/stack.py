@@ -1,0 +1,107 @@
+"""The whole stack config: parsed once, at the edge, into frozen models (DESIGN decision 1)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import Field, ValidationError
+
+from components.catalog import aws_regions, instance_catalog
+from components.spec.base import SpecModel
+from components.spec.checks import (
+    Placement,
+    check_endpoint_name,
+    check_region,
+    check_region_name,
+    place_endpoint,
+)
+from components.spec.endpoint import Endpoint
+from components.spec.errors import Problem, SpecError, dotted, problems_from
+from components.spec.region import Region
+
+NAMESPACE = "inference-fleet"
+
+
+class StackConfig(SpecModel):
+    """The project's keys of a stack file (``inference-fleet:<key>``)."""
+
+    regions: dict[str, Region] = Field(
+        min_length=1, description="AWS regions by code; each gets a cluster, node groups and a cold tier."
+    )
+    endpoints: dict[str, Endpoint] = Field(
+        default_factory=dict, description="Inference endpoints by name (a DNS-1035 label)."
+    )
+
+
+CONFIG_KEYS = tuple(StackConfig.model_fields)
+
+
+@dataclass(frozen=True)
+class StackSpec:
+    """A validated stack: the models plus where each endpoint runs."""
+
+    regions: Mapping[str, Region]
+    endpoints: Mapping[str, Endpoint]
+    placements: tuple[Placement, ...]
+
+    def placements_in(self, region: str) -> tuple[Placement, ...]:
+        return tuple(placement for placement in self.placements if placement.region == region)
+
+
+def parse_stack_config(config: Mapping[str, Any]) -> StackSpec:
+    """Validate the project's config keys (namespace stripped); raise SpecError with every problem."""
+    problems: list[Problem] = []
+    for key in config:
+        if key not in CONFIG_KEYS:
+            problems.append(
+                Problem(dotted([key]), f"unknown key {NAMESPACE}:{key}; allowed keys: {', '.join(CONFIG_KEYS)}")
+            )
+    raw_regions = config.get("regions")
+    raw_endpoints = config.get("endpoints", {})
+    if raw_endpoints is None:
+        raw_endpoints = {}
+    regions = _parse_map("regions", raw_regions, Region, problems, required=True)
+    endpoints = _parse_map("endpoints", raw_endpoints, Endpoint, problems, required=False)
+
+    catalog = instance_catalog()
+    known_regions = aws_regions()
+    for name, region in regions.items():
+        problems += check_region_name(name, known_regions)
+        problems += check_region(name, region, catalog)
+    placements: list[Placement] = []
+    declared = tuple(raw_regions) if isinstance(raw_regions, Mapping) else ()
+    for name in raw_endpoints if isinstance(raw_endpoints, Mapping) else ():
+        problems += check_endpoint_name(str(name))
+    for name, endpoint in endpoints.items():
+        endpoint_placements, endpoint_problems = place_endpoint(name, endpoint, declared, regions, catalog)
+        placements += endpoint_placements
+        problems += endpoint_problems
+    if problems:
+        raise SpecError(sorted(set(problems), key=lambda problem: problem.path))
+    return StackSpec(regions=regions, endpoints=endpoints, placements=tuple(placements))
+
+
+def _parse_map(
+    key: str, raw: Any, model: type[Region] | type[Endpoint], problems: list[Problem], *, required: bool
+) -> dict[str, Any]:
+    """Validate each entry on its own, so one bad entry does not hide the problems of the others."""
+    if raw is None and required:
+        problems.append(Problem(key, f"is required: add {NAMESPACE}:{key} to the stack config"))
+        return {}
+    if not isinstance(raw, Mapping):
+        problems.append(Problem(key, f"must be a mapping of name to {key[:-1]}, got {type(raw).__name__}"))
+        return {}
+    if required and not raw:
+        problems.append(Problem(key, f"is empty: declare at least one {key[:-1]}"))
+    parsed = {}
+    for name, value in raw.items():
+        if not isinstance(name, str):
+            problems.append(Problem(dotted([key, str(name)]), f"{key[:-1]} names must be strings, got {name!r}"))
+            continue
+        try:
+            parsed[name] = model.model_validate(value)
+        except ValidationError as error:
+            problems += problems_from(error, [key, name], model)
+    return parsed
