@@ -59,3 +59,8 @@ def fleet_name(stack: str) -> str:
 def aws_provider_name(region: str) -> str:
     """Pulumi name of the explicit AWS provider of a region."""
     return f"aws-{region}"
+
+
+def aws_tags(stack: str) -> dict[str, str]:
+    """Tags every AWS resource of the stack carries (through the providers' default_tags)."""
+    return {"inference-fleet:stack": stack, "managed-by": MANAGED_BY}

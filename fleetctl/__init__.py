@@ -1,0 +1,1 @@
+"""fleetctl: validate, plan and (later) edit inference-fleet stack files."""

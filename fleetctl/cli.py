@@ -1,0 +1,77 @@
+"""The fleetctl command line."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from components.spec import SpecError, StackSpec, parse_stack_config
+from components.spec.errors import Problem
+from fleetctl.plan import ProgramError, run_program, summary, write_plan
+from fleetctl.stackfile import PROJECT_ROOT, StackFile, StackFileError, read_stack_file, stack_path
+
+DEFAULT_STACK = "dev"
+
+
+def _stack_arguments(parser: argparse.ArgumentParser) -> None:
+    which = parser.add_mutually_exclusive_group()
+    which.add_argument("--stack", metavar="NAME", help=f"read stacks/Pulumi.NAME.yaml (default: {DEFAULT_STACK})")
+    which.add_argument("--stack-file", metavar="PATH", type=Path, help="read this stack file")
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="fleetctl", description="Validate and plan inference-fleet stacks.")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    validate = commands.add_parser("validate", help="check a stack file against the endpoint spec")
+    _stack_arguments(validate)
+    plan = commands.add_parser("plan", help="run the program offline under mocks and write the plan")
+    _stack_arguments(plan)
+    plan.add_argument("--out", metavar="DIR", type=Path, help="output directory (default: build/plan/<stack>)")
+    return parser
+
+
+def _report(problems: Sequence[Problem | str]) -> int:
+    for problem in problems:
+        print(problem, file=sys.stderr)
+    return 1
+
+
+def _load(arguments: argparse.Namespace) -> tuple[StackFile, StackSpec]:
+    path = arguments.stack_file or stack_path(arguments.stack or DEFAULT_STACK)
+    stack_file = read_stack_file(path)
+    return stack_file, parse_stack_config(stack_file.project_config)
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    arguments = _parser().parse_args(argv)
+    try:
+        stack_file, spec = _load(arguments)
+    except (StackFileError, SpecError) as error:
+        return _report(error.problems)
+    if arguments.command == "validate":
+        print(
+            f"{_display(stack_file.path)}: valid ({len(spec.regions)} region(s): {', '.join(spec.regions)}; "
+            f"{len(spec.endpoints)} endpoint(s); {len(spec.placements)} placement(s))"
+        )
+        return 0
+    try:
+        plan = run_program(stack_file)
+    except ProgramError as error:
+        return _report([f"error: the program failed under the offline plan: {error}"])
+    out = arguments.out or PROJECT_ROOT / "build" / "plan" / stack_file.stack
+    files = write_plan(plan, out)
+    print(summary(plan, Path(_display(out)), files))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,276 @@
+"""The offline plan: run the real ``__main__.py`` under recording mocks (DESIGN decision 13).
+
+Writes ``plan.json`` (every resource with urn, type, name, parent, provider,
+inputs and options, plus the stack outputs) and the Kubernetes manifests per
+region and namespace. Same input, byte-identical output. Nothing is written
+unless the whole run succeeds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import runpy
+import shutil
+import sys
+import tempfile
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from pulumi.runtime import config as pulumi_config
+from pulumi.runtime import mocks, settings
+from pulumi.runtime import stack as pulumi_stack
+from pulumi.runtime.sync_await import _sync_await
+from ruamel.yaml import YAML
+
+from fleetctl.mocks import STACK_TYPE, FleetMocks, RecordingMonitor, Registration
+from fleetctl.stackfile import PROJECT_ROOT, StackFile
+
+PROJECT = "inference-fleet"
+PROGRAM = PROJECT_ROOT / "__main__.py"
+
+# Signatures of Pulumi's special property values (sdk/go/common/resource/sig).
+_SIG_KEY = "4dabf18193072939515e22adb298388d"
+_SECRET_SIG = "1b47061264138c4ac30d75fd1eb44270"
+_RESOURCE_SIG = "5cf8f73096256a8f31e491e813e4eb8e"
+_OUTPUT_SIG = "d0e6a833031e9bbcd3f4e8bde6ca49a4"
+_UNKNOWN = "04da6b54-80e4-46f7-96ec-b56ff0331ba9"
+SECRET = "[secret]"
+UNKNOWN = "[unknown]"
+
+_OPTION_FIELDS = {
+    "protect": "protect",
+    "retainOnDelete": "retainOnDelete",
+    "ignoreChanges": "ignoreChanges",
+    "deleteBeforeReplace": "deleteBeforeReplace",
+    "replaceOnChanges": "replaceOnChanges",
+    "additionalSecretOutputs": "additionalSecretOutputs",
+    "customTimeouts": "customTimeouts",
+    "aliasSpecs": "aliases",
+    "aliasURNs": "aliases",
+    "importId": "import",
+    "deletedWith": "deletedWith",
+}
+
+
+@dataclass(frozen=True)
+class Plan:
+    project: str
+    stack: str
+    resources: tuple[dict[str, Any], ...]
+    outputs: dict[str, Any]
+
+    def to_json(self) -> str:
+        document = {"project": self.project, "stack": self.stack, "resources": list(self.resources), "outputs": self.outputs}
+        return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+class ProgramError(Exception):
+    """The program failed under mocks; the message is the program's own."""
+
+
+def normalise(value: Any) -> Any:
+    """Plain JSON: keys sorted, integral floats back to ints, secrets and unknowns marked."""
+    if isinstance(value, float):
+        return int(value) if value.is_integer() else value
+    if isinstance(value, str):
+        return UNKNOWN if value == _UNKNOWN else value
+    if isinstance(value, list):
+        return [normalise(item) for item in value]
+    if isinstance(value, Mapping):
+        signature = value.get(_SIG_KEY)
+        if signature == _SECRET_SIG:
+            return SECRET
+        if signature == _RESOURCE_SIG:
+            return value.get("urn")
+        if signature == _OUTPUT_SIG:
+            if value.get("secret"):
+                return SECRET
+            return normalise(value["value"]) if "value" in value else UNKNOWN
+        return {str(key): normalise(value[key]) for key in sorted(value)}
+    return value
+
+
+def _provider_urn(reference: str) -> str | None:
+    """A provider reference is '<urn>::<id>'; keep the URN."""
+    return reference.rsplit("::", 1)[0] if reference else None
+
+
+def _resource_entry(registration: Registration) -> dict[str, Any]:
+    request = registration.request
+    options: dict[str, Any] = {}
+    for field, name in _OPTION_FIELDS.items():
+        if field in request and request[field] not in (None, [], {}, False, ""):
+            value = normalise(request[field])
+            options[name] = sorted(options.get(name, []) + value, key=json.dumps) if name == "aliases" else value
+    dependencies = set(request.get("dependencies", []))
+    implicit = {urn for deps in request.get("propertyDependencies", {}).values() for urn in deps.get("urns", [])}
+    explicit = sorted(dependencies - implicit)
+    if explicit:
+        options["dependsOn"] = explicit
+    if request.get("providers"):
+        options["providers"] = {package: _provider_urn(ref) for package, ref in sorted(request["providers"].items())}
+    return {
+        "urn": registration.urn,
+        "type": request["type"],
+        "name": request["name"],
+        "parent": request.get("parent") or None,
+        "provider": _provider_urn(request.get("provider", "")),
+        "custom": registration.custom,
+        "inputs": normalise(request.get("object", {})),
+        "options": options,
+    }
+
+
+@contextmanager
+def _program_path() -> Iterator[None]:
+    root = str(PROJECT_ROOT)
+    added = root not in sys.path
+    if added:
+        sys.path.insert(0, root)
+    try:
+        yield
+    finally:
+        if added:
+            sys.path.remove(root)
+
+
+def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = PROJECT) -> Plan:
+    """Run ``program`` in-process with the stack's config and return what it registered."""
+    monitor = RecordingMonitor(FleetMocks())
+    settings.configure(
+        mocks.MockSettings(
+            monitor=monitor,
+            monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),
+            engine=mocks.MockEngine(None),
+            project=project,
+            stack=stack_file.stack,
+            dry_run=False,
+            organization="organization",
+            callbacks=None,
+        )
+    )
+    settings.set_root_resource(None)  # type: ignore[arg-type]
+    pulumi_config.set_all_config(dict(stack_file.engine_config), [])
+    loop = asyncio.new_event_loop()
+    asyncio.set_event_loop(loop)
+    try:
+        with _program_path():
+            _sync_await(pulumi_stack.run_in_stack(lambda: runpy.run_path(str(program), run_name="__main__")))
+    except Exception as error:  # the program's own failure, reported without a traceback
+        raise ProgramError(str(error) or type(error).__name__) from error
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+    resources = tuple(
+        sorted(
+            (_resource_entry(registration) for registration in monitor.registrations),
+            key=lambda entry: str(entry["urn"]),
+        )
+    )
+    return Plan(project=project, stack=stack_file.stack, resources=resources, outputs=normalise(monitor.stack_outputs))
+
+
+# Manifests.
+
+
+def _is_kubernetes_object(resource: Mapping[str, Any]) -> bool:
+    kind = str(resource["type"])
+    return (
+        kind.startswith("kubernetes:")
+        and not kind.startswith("kubernetes:helm")
+        and not kind.startswith("pulumi:providers:")
+        and isinstance(resource["inputs"].get("kind"), str)
+    )
+
+
+def region_of(resource: Mapping[str, Any], by_urn: Mapping[str, Mapping[str, Any]]) -> str | None:
+    """The AWS region a resource belongs to: through its provider, the providers of a
+    component, or its parent, up to an AWS provider's ``region`` input."""
+    seen: set[str] = set()
+    current: Mapping[str, Any] | None = resource
+    while current is not None and current["urn"] not in seen:
+        seen.add(current["urn"])
+        if current["type"] == "pulumi:providers:aws":
+            region = current["inputs"].get("region")
+            return str(region) if region else None
+        provider = current.get("provider") or current["options"].get("providers", {}).get("aws")
+        following = provider or current.get("parent")
+        current = by_urn.get(following) if following else None
+    return None
+
+
+def manifest_files(plan: Plan) -> dict[str, str]:
+    """Relative path -> YAML text for every Kubernetes object of the plan."""
+    by_urn = {resource["urn"]: resource for resource in plan.resources}
+    files: dict[str, str] = {}
+    for resource in plan.resources:
+        if not _is_kubernetes_object(resource):
+            continue
+        manifest = resource["inputs"]
+        metadata = manifest.get("metadata", {})
+        namespace = metadata.get("namespace") or "_cluster"
+        name = metadata.get("name") or resource["name"]
+        region = region_of(resource, by_urn) or "_global"
+        path = f"manifests/{region}/{namespace}/{manifest['kind']}-{name}.yaml"
+        if path in files:
+            raise ProgramError(f"two Kubernetes objects render to {path}")
+        files[path] = _yaml(_manifest_order(manifest))
+    return files
+
+
+def _manifest_order(manifest: Mapping[str, Any]) -> dict[str, Any]:
+    first = ("apiVersion", "kind", "metadata")
+    return {**{key: manifest[key] for key in first if key in manifest}, **{k: v for k, v in manifest.items() if k not in first}}
+
+
+def _yaml(document: Any) -> str:
+    import io
+
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.sort_base_mapping_type_on_output = False  # type: ignore[attr-defined]
+    buffer = io.StringIO()
+    yaml.dump(document, buffer)
+    return buffer.getvalue()
+
+
+def write_plan(plan: Plan, out: Path) -> dict[str, str]:
+    """Write the plan directory atomically: build it beside ``out``, then swap it in."""
+    files = {"plan.json": plan.to_json(), **manifest_files(plan)}
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        for relative, text in files.items():
+            target = staging / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        previous = out.with_name(f".{out.name}.previous")
+        if out.exists():
+            os.replace(out, previous)
+        os.replace(staging, out)
+        shutil.rmtree(previous, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    return files
+
+
+def summary(plan: Plan, out: Path, files: Mapping[str, str]) -> str:
+    by_urn = {resource["urn"]: resource for resource in plan.resources}
+    counts: Counter[tuple[str, str]] = Counter()
+    for resource in plan.resources:
+        if resource["type"] == STACK_TYPE:
+            continue
+        counts[(region_of(resource, by_urn) or "global", resource["type"])] += 1
+    lines = [f"plan of stack {plan.stack}: {sum(counts.values())} resources"]
+    for (region, kind), count in sorted(counts.items()):
+        lines.append(f"  {region:<16} {count:>4}  {kind}")
+    manifests = sum(1 for path in files if path.startswith("manifests/"))
+    lines.append(f"wrote {out / 'plan.json'} and {manifests} manifest(s) under {out / 'manifests'}")
+    return "\n".join(lines)

@@ -1,0 +1,129 @@
+"""Reading a Pulumi stack file (``stacks/Pulumi.<stack>.yaml``) safely.
+
+Any input yields either the project's config keys or problems in the validate
+format; never a traceback.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+from ruamel.yaml.error import MarkedYAMLError, YAMLError
+
+from components.spec import NAMESPACE
+from components.spec.errors import Problem, dotted
+
+PROJECT_ROOT = Path(__file__).resolve().parent.parent
+STACKS_DIR = PROJECT_ROOT / "stacks"
+MAX_STACK_FILE_BYTES = 1024 * 1024
+_SECURE = "secure"
+
+
+@dataclass(frozen=True)
+class StackFile:
+    path: Path
+    stack: str
+    project_config: dict[str, Any]
+    """The project's keys, namespace stripped (``regions``, ``endpoints``, ...)."""
+    engine_config: dict[str, str]
+    """Every config key as the Pulumi engine hands it to a program: strings, objects as JSON."""
+
+
+class StackFileError(Exception):
+    def __init__(self, problems: list[Problem]) -> None:
+        self.problems = problems
+        super().__init__("\n".join(str(problem) for problem in problems))
+
+
+def stack_path(stack: str) -> Path:
+    return STACKS_DIR / f"Pulumi.{stack}.yaml"
+
+
+def stack_name(path: Path) -> str:
+    """``Pulumi.dev.yaml`` -> ``dev``; any other file name is its stem."""
+    name = path.name
+    for suffix in (".yaml", ".yml"):
+        if name.startswith("Pulumi.") and name.endswith(suffix):
+            return name[len("Pulumi.") : -len(suffix)]
+    return path.stem
+
+
+def read_stack_file(path: Path) -> StackFile:
+    where = str(path)
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise StackFileError([Problem(where, f"cannot read the stack file: {error.strerror or error}")]) from None
+    if len(data) > MAX_STACK_FILE_BYTES:
+        raise StackFileError(
+            [Problem(where, f"is {len(data)} bytes; stack files over {MAX_STACK_FILE_BYTES} bytes are refused")]
+        )
+    try:
+        document = YAML(typ="safe", pure=True).load(data.decode("utf-8"))
+    except UnicodeDecodeError:
+        raise StackFileError([Problem(where, "is not UTF-8 text")]) from None
+    except MarkedYAMLError as error:
+        mark = error.problem_mark
+        position = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
+        raise StackFileError([Problem(where, f"is not valid YAML: {position}{error.problem}")]) from None
+    except (YAMLError, RecursionError, ValueError) as error:
+        raise StackFileError([Problem(where, f"is not valid YAML: {error}")]) from None
+    return _from_document(path, document)
+
+
+def _from_document(path: Path, document: Any) -> StackFile:
+    where = str(path)
+    if document is None:
+        raise StackFileError([Problem(where, "is empty: a stack file needs a config: mapping")])
+    if not isinstance(document, Mapping):
+        raise StackFileError(
+            [Problem(where, f"must be a mapping with a config: key, got {type(document).__name__}")]
+        )
+    config = document.get("config")
+    if not isinstance(config, Mapping):
+        got = "nothing" if config is None else type(config).__name__
+        raise StackFileError([Problem(where, f"needs a config: mapping of {NAMESPACE}:<key> entries, got {got}")])
+    project: dict[str, Any] = {}
+    engine: dict[str, str] = {}
+    problems: list[Problem] = []
+    for raw_key, value in config.items():
+        key = str(raw_key)
+        namespace, _, name = key.rpartition(":")
+        full_key = key if namespace else f"{NAMESPACE}:{key}"
+        if not namespace or namespace == NAMESPACE:
+            secure = _secure_path(value, [name])
+            if secure is not None:
+                problems.append(
+                    Problem(
+                        dotted(secure),
+                        "is an encrypted (secure) value; this project keeps credentials in Kubernetes Secrets "
+                        "(secret_env, mooncake.proxy.admin_api_key_secret), never in config",
+                    )
+                )
+                continue
+            project[name] = value
+        engine[full_key] = value if isinstance(value, str) else json.dumps(value, default=str)
+    if problems:
+        raise StackFileError(problems)
+    return StackFile(path=path, stack=stack_name(path), project_config=project, engine_config=engine)
+
+
+def _secure_path(value: Any, path: list[str | int]) -> list[str | int] | None:
+    if isinstance(value, Mapping):
+        if list(value) == [_SECURE]:
+            return path
+        for key, item in value.items():
+            found = _secure_path(item, [*path, str(key)])
+            if found is not None:
+                return found
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            found = _secure_path(item, [*path, index])
+            if found is not None:
+                return found
+    return None
