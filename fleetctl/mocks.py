@@ -63,7 +63,7 @@ class RecordingMonitor(mocks.MockMonitor):
         return str(super().make_urn(parent, type_, name))
 
     def RegisterResource(self, request: resource_pb2.RegisterResourceRequest) -> Any:  # noqa: N802 (gRPC name)
-        response = super().RegisterResource(request)
+        response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         if request.type == STACK_TYPE:
             self._stack_urn = response.urn
         self.registrations.append(
@@ -78,4 +78,4 @@ class RecordingMonitor(mocks.MockMonitor):
     def RegisterResourceOutputs(self, request: resource_pb2.RegisterResourceOutputsRequest) -> Any:  # noqa: N802
         if request.urn == self._stack_urn:
             self.stack_outputs = json_format.MessageToDict(request.outputs)
-        return super().RegisterResourceOutputs(request)
+        return super().RegisterResourceOutputs(request)  # type: ignore[no-untyped-call]

@@ -51,6 +51,7 @@ _OPTION_FIELDS = {
     "replaceOnChanges": "replaceOnChanges",
     "additionalSecretOutputs": "additionalSecretOutputs",
     "customTimeouts": "customTimeouts",
+    "aliases": "aliases",
     "aliasSpecs": "aliases",
     "aliasURNs": "aliases",
     "importId": "import",
@@ -66,7 +67,12 @@ class Plan:
     outputs: dict[str, Any]
 
     def to_json(self) -> str:
-        document = {"project": self.project, "stack": self.stack, "resources": list(self.resources), "outputs": self.outputs}
+        document = {
+            "project": self.project,
+            "stack": self.stack,
+            "resources": list(self.resources),
+            "outputs": self.outputs,
+        }
         return json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
 
 
@@ -144,9 +150,9 @@ def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = P
     """Run ``program`` in-process with the stack's config and return what it registered."""
     monitor = RecordingMonitor(FleetMocks())
     settings.configure(
-        mocks.MockSettings(
+        mocks.MockSettings(  # type: ignore[no-untyped-call]
             monitor=monitor,
-            monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),
+            monitor_features=set(monitor.GetDeploymentInfo(None).supportedFeatures),  # type: ignore[no-untyped-call]
             engine=mocks.MockEngine(None),
             project=project,
             stack=stack_file.stack,
@@ -157,11 +163,15 @@ def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = P
     )
     settings.set_root_resource(None)  # type: ignore[arg-type]
     pulumi_config.set_all_config(dict(stack_file.engine_config), [])
+
+    def program_main() -> None:
+        runpy.run_path(str(program), run_name="__main__")
+
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
     try:
         with _program_path():
-            _sync_await(pulumi_stack.run_in_stack(lambda: runpy.run_path(str(program), run_name="__main__")))
+            _sync_await(pulumi_stack.run_in_stack(program_main))
     except Exception as error:  # the program's own failure, reported without a traceback
         raise ProgramError(str(error) or type(error).__name__) from error
     finally:
@@ -226,7 +236,8 @@ def manifest_files(plan: Plan) -> dict[str, str]:
 
 def _manifest_order(manifest: Mapping[str, Any]) -> dict[str, Any]:
     first = ("apiVersion", "kind", "metadata")
-    return {**{key: manifest[key] for key in first if key in manifest}, **{k: v for k, v in manifest.items() if k not in first}}
+    head = {key: manifest[key] for key in first if key in manifest}
+    return {**head, **{key: value for key, value in manifest.items() if key not in first}}
 
 
 def _yaml(document: Any) -> str:
@@ -234,7 +245,7 @@ def _yaml(document: Any) -> str:
 
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
-    yaml.sort_base_mapping_type_on_output = False  # type: ignore[attr-defined]
+    yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]  # keep apiVersion, kind first
     buffer = io.StringIO()
     yaml.dump(document, buffer)
     return buffer.getvalue()

@@ -81,9 +81,7 @@ def _from_document(path: Path, document: Any) -> StackFile:
     if document is None:
         raise StackFileError([Problem(where, "is empty: a stack file needs a config: mapping")])
     if not isinstance(document, Mapping):
-        raise StackFileError(
-            [Problem(where, f"must be a mapping with a config: key, got {type(document).__name__}")]
-        )
+        raise StackFileError([Problem(where, f"must be a mapping with a config: key, got {type(document).__name__}")])
     config = document.get("config")
     if not isinstance(config, Mapping):
         got = "nothing" if config is None else type(config).__name__

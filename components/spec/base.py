@@ -17,7 +17,7 @@ class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-def fail(kind: str, message: str, at: str | None = None, **context: Any) -> PydanticCustomError:
+def fail(error_type: str, message: str, /, at: str | None = None, **context: Any) -> PydanticCustomError:
     """A validation error whose message is already written for the user.
 
     ``at`` names the field (dotted, relative to the model raising it) that the error
@@ -25,7 +25,7 @@ def fail(kind: str, message: str, at: str | None = None, **context: Any) -> Pyda
     """
     if at is not None:
         context["at"] = at
-    return PydanticCustomError(kind, message, context or None)
+    return PydanticCustomError(error_type, message, context or None)
 
 
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")
@@ -73,8 +73,7 @@ def _env_name(value: str) -> str:
     if not _ENV_NAME.match(value):
         raise fail(
             "env_name",
-            "must be an environment variable name (letters, digits and '_', not starting "
-            "with a digit), got {value!r}",
+            "must be an environment variable name (letters, digits and '_', not starting with a digit), got {value!r}",
             value=value,
         )
     return value

@@ -40,7 +40,7 @@ def check_region(name: str, region: Region, catalog: InstanceCatalog) -> list[Pr
     problems: list[Problem] = []
     system_groups = []
     for group_name, group in region.node_groups.items():
-        path = ["regions", name, "node_groups", group_name]
+        path: list[str | int] = ["regions", name, "node_groups", group_name]
         facts = _group_facts(path, group, catalog, problems)
         if facts is None:
             continue
@@ -144,7 +144,7 @@ def place_endpoint(
     ``declared`` holds every region name of the stack; ``regions`` only those that
     validated, so an invalid region is reported once, against itself.
     """
-    path = ["endpoints", name]
+    path: list[str | int] = ["endpoints", name]
     targets = endpoint.target_regions if endpoint.target_regions is not None else declared
     problems = []
     for index, region in enumerate(targets):
@@ -175,7 +175,7 @@ def place_endpoint(
 def _place_in_region(
     name: str, endpoint: Endpoint, region_name: str, region: Region, catalog: InstanceCatalog
 ) -> tuple[str | None, list[Problem]]:
-    path = ["endpoints", name]
+    path: list[str | int] = ["endpoints", name]
     rdma = endpoint.transfer_protocol == "rdma"
     store = endpoint.mooncake.store if endpoint.mooncake is not None else None
     problems = []

@@ -23,7 +23,7 @@ from components.spec.base import (
 )
 from components.spec.engine import EngineCapabilities
 from components.spec.images import HEALTH_PATHS, Framework, framework_from_image, rewrite_for_region
-from components.spec.mooncake import Mooncake
+from components.spec.mooncake import Mooncake, Proxy
 from components.spec.region import CapacityType
 
 _SECRET_LIKE = re.compile(r"(PASSWORD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.IGNORECASE)
@@ -143,9 +143,7 @@ class Endpoint(SpecModel):
                 raise fail("env_twice", "{name!r} is also in secret_env; keep one", at=f"env.{name}", name=name)
         if self.target_regions is not None:
             if not self.target_regions:
-                raise fail(
-                    "no_regions", "is empty (no regions): remove the endpoint instead", at="target_regions"
-                )
+                raise fail("no_regions", "is empty (no regions): remove the endpoint instead", at="target_regions")
             seen: set[str] = set()
             for index, region in enumerate(self.target_regions):
                 if region in seen:
@@ -176,7 +174,9 @@ class Endpoint(SpecModel):
         assert mooncake is not None
         if self.framework not in (None, "vllm"):
             raise fail(
-                "mooncake_framework", "must be 'vllm' with mooncake, got {framework!r}", at="framework",
+                "mooncake_framework",
+                "must be 'vllm' with mooncake, got {framework!r}",
+                at="framework",
                 framework=self.framework,
             )
         if self.accelerator != "nvidia":
@@ -198,10 +198,8 @@ class Endpoint(SpecModel):
         pinned = pins().vllm
         image = self.image or (pinned.efa_image if mooncake.transfer.protocol == "rdma" else pinned.image)
         if mooncake.split:
-            proxy = mooncake.proxy.model_copy(update={"image": mooncake.proxy.image or image}) if mooncake.proxy else None
-            from components.spec.mooncake import Proxy
-
-            mooncake = mooncake.model_copy(update={"proxy": proxy or Proxy(image=image)})
+            proxy = mooncake.proxy or Proxy()
+            mooncake = mooncake.model_copy(update={"proxy": proxy.model_copy(update={"image": proxy.image or image})})
         return self.model_copy(
             update={
                 "image": image,

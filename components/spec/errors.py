@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
+from pydantic.fields import FieldInfo
 from pydantic_core import ErrorDetails
 
 
@@ -140,10 +141,14 @@ def _bound_message(model: Any, location: list[str | int], got: str, kind: str, c
 
 
 def _range(model: Any, location: list[str | int]) -> str:
-    """' in [low, high]' or ' >= low' from the field's declared bounds; '' when it has none."""
     field = _field_info(model, location)
+    return field_bounds(field) if field is not None else ""
+
+
+def field_bounds(field: FieldInfo) -> str:
+    """' in [low, high]' or ' >= low' from a field's declared bounds; '' when it has none."""
     low = high = None
-    for constraint in field.metadata if field is not None else ():
+    for constraint in field.metadata:
         if getattr(constraint, "ge", None) is not None:
             low = constraint.ge
         if getattr(constraint, "gt", None) is not None:

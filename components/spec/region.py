@@ -48,7 +48,7 @@ class Vpc(SpecModel):
     """Either the VPC to create (cidr + availability_zones) or an existing one (id + subnets)."""
 
     cidr: Cidr | None = Field(
-        None, description="Create a VPC with this IPv4 CIDR (e.g. 10.20.0.0/16); private and public subnets are carved from it."
+        None, description="Create a VPC with this IPv4 CIDR (e.g. 10.20.0.0/16); subnets are carved from it."
     )
     availability_zones: tuple[str, ...] | None = items(
         "Zones of the created VPC (at least two, as EKS requires); one private and one public subnet each.",
@@ -120,16 +120,19 @@ class NodeGroup(SpecModel):
                 max=self.max_size,
             )
         if self.capacity_type == "capacity-block" and self.capacity_reservation_id is None:
-            raise fail("capacity_block", "capacity_type 'capacity-block' needs capacity_reservation_id")
+            raise fail(
+                "capacity_block", "is required with capacity_type 'capacity-block'", at="capacity_reservation_id"
+            )
         if self.capacity_type != "capacity-block" and self.capacity_reservation_id is not None:
             raise fail(
                 "capacity_block",
-                "capacity_reservation_id is only used with capacity_type 'capacity-block', got {kind!r}",
+                "is only used with capacity_type 'capacity-block', got capacity_type {kind!r}",
+                at="capacity_reservation_id",
                 kind=self.capacity_type,
             )
         if self.availability_zone is None and (self.efa or self.capacity_type == "capacity-block"):
             reason = "efa is true" if self.efa else "the capacity block lives in one zone"
-            raise fail("node_group_zone", "availability_zone is required because {reason}", reason=reason)
+            raise fail("node_group_zone", "is required because {reason}", at="availability_zone", reason=reason)
         return self
 
 

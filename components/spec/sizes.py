@@ -36,8 +36,7 @@ def canonical_byte_size(value: Any) -> str:
     else:
         raise fail(
             "byte_size",
-            "must be a byte size written as digits (e.g. \"4294967296\" or \"4GiB\"), got {value!r} "
-            "({kind})",
+            'must be a byte size written as digits (e.g. "4294967296" or "4GiB"), got {value!r} ({kind})',
             value=value,
             kind=type(value).__name__,
         )
@@ -76,5 +75,5 @@ def _parse_text(value: str) -> int:
     )
 
 
-ByteSize = Annotated[str, BeforeValidator(canonical_byte_size)]
+ByteSize = Annotated[str, BeforeValidator(canonical_byte_size, json_schema_input_type=int | str)]
 """A byte size; the validated value is always the canonical digit string."""

@@ -1,0 +1,40 @@
+# Two commands for a newcomer: `make plan` (offline plan of the dev stack) and
+# `make test` (the whole suite). Both bootstrap .venv first.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+STACK ?= dev
+
+.PHONY: plan validate test lint typecheck generate check clean
+
+$(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $(STAMP)
+
+validate: $(STAMP)
+	$(BIN)/fleetctl validate --stack $(STACK)
+
+plan: validate
+	$(BIN)/fleetctl plan --stack $(STACK)
+
+test: $(STAMP)
+	$(BIN)/python -m pytest
+
+lint: $(STAMP)
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+
+typecheck: $(STAMP)
+	$(BIN)/mypy
+
+generate: $(STAMP)
+	$(BIN)/python -m fleetctl.reference
+
+check: lint typecheck test
+
+clean:
+	rm -rf build .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -1,0 +1,108 @@
+"""fleetctl validate and plan as a user runs them: exit codes, streams, files."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fleetctl.cli import main
+from fleetctl.reference import main as reference_main
+from fleetctl.stackfile import stack_path
+
+INVALID_STACK = """\
+config:
+  inference-fleet:regions:
+    us-east-1:
+      vpc: {cidr: 10.0.0.0/16, availability_zones: [us-east-1a, us-east-1b]}
+      node_groups:
+        system: {instance_types: [m7i.xlarge], min_size: 1, max_size: 2, desired_size: 1}
+  inference-fleet:endpoints:
+    chat:
+      mooncake: {mode: disaggregated, topology: {prefill: 2, decode: true}, transfer: {protocol: tcp}}
+"""
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_validate_accepts_the_example_stacks_with_a_one_line_summary(
+    stack: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["validate", "--stack", stack]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 1
+    assert f"Pulumi.{stack}.yaml: valid (" in out
+    assert err == ""
+
+
+def test_validate_rejects_with_error_lines_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack = tmp_path / "Pulumi.bad.yaml"
+    stack.write_text(INVALID_STACK)
+    assert main(["validate", "--stack-file", str(stack)]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert err.splitlines() == [
+        "error: endpoints.chat.mooncake.topology.decode: must be an integer in [1, 1000], got True (a boolean)",
+    ]
+
+
+GARBAGE = {
+    "yaml syntax error": "config: [unclosed\n",
+    "a list": "- 1\n- 2\n",
+    "a scalar": "42\n",
+    "empty": "",
+    "only comments": "# nothing\n",
+    "config is a list": "config: [1, 2]\n",
+    "regions is a string": "config:\n  inference-fleet:regions: us-east-1\n",
+    "endpoints is a list": "config:\n  inference-fleet:regions: {}\n  inference-fleet:endpoints: [a]\n",
+    "duplicate keys": "config:\n  inference-fleet:regions: {}\n  inference-fleet:regions: {}\n",
+    "tagged value": "config:\n  inference-fleet:regions: !!python/object:os.system {}\n",
+    "not utf-8": b"\xff\xfe\x00config".decode("latin-1"),
+    "binary timestamp": "config:\n  inference-fleet:regions:\n    us-east-1: 2024-01-01\n",
+    "integer endpoint name": "config:\n  inference-fleet:regions: {}\n  inference-fleet:endpoints: {1: {}}\n",
+}
+
+
+@pytest.mark.parametrize("text", GARBAGE.values(), ids=GARBAGE.keys())
+def test_validate_never_raises_a_traceback(text: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack = tmp_path / "Pulumi.x.yaml"
+    stack.write_bytes(text.encode("latin-1"))
+    assert main(["validate", "--stack-file", str(stack)]) == 1
+    _, err = capsys.readouterr()
+    assert err
+    assert all(line.startswith("error: ") for line in err.splitlines())
+    assert "Traceback" not in err
+
+
+def test_plan_of_invalid_config_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack = tmp_path / "Pulumi.bad.yaml"
+    stack.write_text(INVALID_STACK)
+    out = tmp_path / "plan"
+    assert main(["plan", "--stack-file", str(stack), "--out", str(out)]) == 1
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == [stack]
+    assert "topology.decode" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_plan_is_byte_identical_for_the_same_input(stack: str, tmp_path: Path) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    assert main(["plan", "--stack", stack, "--out", str(first)]) == 0
+    assert main(["plan", "--stack-file", str(stack_path(stack)), "--out", str(second)]) == 0
+    first_files = sorted(path.relative_to(first) for path in first.rglob("*") if path.is_file())
+    second_files = sorted(path.relative_to(second) for path in second.rglob("*") if path.is_file())
+    assert first_files == second_files
+    assert Path("plan.json") in first_files
+    for relative in first_files:
+        assert (first / relative).read_bytes() == (second / relative).read_bytes()
+
+
+def test_plan_summary_names_resources_by_region(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--stack", "prod", "--out", str(tmp_path / "p")]) == 0
+    out = capsys.readouterr().out
+    assert "eu-west-1" in out
+    assert "pulumi:providers:aws" in out
+    assert "plan.json" in out
+
+
+def test_generated_schema_and_config_reference_are_fresh(capsys: pytest.CaptureFixture[str]) -> None:
+    assert reference_main(["--check"]) == 0, capsys.readouterr().err
