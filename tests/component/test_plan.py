@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -18,7 +19,7 @@ def plan_of(stack: str) -> Plan:
     return run_program(read_stack_file(stack_path(stack)))
 
 
-def by_type(plan: Plan, resource_type: str) -> list[dict]:
+def by_type(plan: Plan, resource_type: str) -> list[dict[str, Any]]:
     return [resource for resource in plan.resources if resource["type"] == resource_type]
 
 
