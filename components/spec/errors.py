@@ -117,7 +117,9 @@ def _message(detail: ErrorDetails, model: Any, location: list[str | int]) -> str
     if kind in ("greater_than_equal", "greater_than", "less_than_equal", "less_than"):
         return _bound_message(model, location, got, kind, context)
     if kind == "too_short":
-        return f"needs at least {context.get('min_length')} item(s), got {context.get('actual_length')}"
+        minimum = context.get("min_length")
+        units = ("entry", "entries") if isinstance(value, dict) else ("item", "items")
+        return f"needs at least {minimum} {units[minimum != 1]}, got {context.get('actual_length')}"
     if kind == "too_long":
         return f"allows at most {context.get('max_length')} item(s), got {context.get('actual_length')}"
     if kind == "frozen_instance":
