@@ -14,6 +14,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
+from ruamel.yaml.events import AliasEvent
 
 from components.spec import NAMESPACE
 from components.spec.errors import Problem, dotted
@@ -64,7 +65,9 @@ def read_stack_file(path: Path) -> StackFile:
             [Problem(where, f"is {len(data)} bytes; stack files over {MAX_STACK_FILE_BYTES} bytes are refused")]
         )
     try:
-        document = YAML(typ="safe", pure=True).load(data.decode("utf-8"))
+        text = data.decode("utf-8")
+        _refuse_aliases(text)
+        document = YAML(typ="safe", pure=True).load(text)
     except UnicodeDecodeError:
         raise StackFileError([Problem(where, "is not UTF-8 text")]) from None
     except MarkedYAMLError as error:
@@ -74,6 +77,21 @@ def read_stack_file(path: Path) -> StackFile:
     except (YAMLError, RecursionError, ValueError) as error:
         raise StackFileError([Problem(where, f"is not valid YAML: {error}")]) from None
     return _from_document(path, document)
+
+
+class _AliasError(MarkedYAMLError):
+    pass
+
+
+def _refuse_aliases(text: str) -> None:
+    """Refuse ``*alias`` references: each may expand a whole subtree (the "billion laughs"
+    bomb), and Pulumi never writes them into a stack file."""
+    for event in YAML(typ="safe", pure=True).parse(text):
+        if isinstance(event, AliasEvent):
+            raise _AliasError(
+                problem=f"YAML aliases (*{event.anchor}) are not supported in stack files; write the value out",
+                problem_mark=event.start_mark,
+            )
 
 
 def _from_document(path: Path, document: Any) -> StackFile:

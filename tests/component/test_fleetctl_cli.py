@@ -58,6 +58,7 @@ GARBAGE = {
     "tagged value": "config:\n  inference-fleet:regions: !!python/object:os.system {}\n",
     "not utf-8": b"\xff\xfe\x00config".decode("latin-1"),
     "binary timestamp": "config:\n  inference-fleet:regions:\n    us-east-1: 2024-01-01\n",
+    "billion laughs": 'a: &a ["lol", "lol"]\nb: &b [*a, *a, *a]\nconfig: {inference-fleet:regions: *b}\n',
     "integer endpoint name": "config:\n  inference-fleet:regions: {}\n  inference-fleet:endpoints: {1: {}}\n",
 }
 
