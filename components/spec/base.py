@@ -17,15 +17,14 @@ class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
 
-def fail(error_type: str, message: str, /, at: str | None = None, **context: Any) -> PydanticCustomError:
+def fail(error_type: str, message: str, /, at: str | None = None, **values: Any) -> PydanticCustomError:
     """A validation error whose message is already written for the user.
 
-    ``at`` names the field (dotted, relative to the model raising it) that the error
-    is about, for rules a model checks across its fields.
+    ``message`` is a ``str.format`` template over ``values`` (so ``{value!r}`` quotes the
+    value received). ``at`` names the field (dotted, relative to the model raising it)
+    that the error is about, for rules a model checks across its fields.
     """
-    if at is not None:
-        context["at"] = at
-    return PydanticCustomError(error_type, message, context or None)
+    return PydanticCustomError(error_type, message.format(**values), {"at": at} if at is not None else None)
 
 
 _DNS_1035 = re.compile(r"^[a-z]([-a-z0-9]*[a-z0-9])?$")

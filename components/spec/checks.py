@@ -282,14 +282,17 @@ def _capacity_problems(
     pods = endpoint.max_gpu_pods()
     needed = pods * per_pod
     # Pods do not span nodes: a node holds floor(GPUs per node / GPUs per pod) of them.
-    available = group.max_size * (facts.accelerators // per_pod) * per_pod
+    per_node = facts.accelerators // per_pod
+    available = group.max_size * per_node * per_pod
     if needed <= available:
         return []
+    packing = f"max_size {group.max_size} x {facts.accelerators} GPUs per instance"
+    if per_node * per_pod != facts.accelerators:
+        packing += f", of which {per_node * per_pod} hold whole {per_pod}-GPU pods"
     return [
         Problem(
             dotted(path),
             f"in {region_name} needs up to {needed} GPUs ({pods} pods x {per_pod}) but {group_ref} holds at most "
-            f"{available} (max_size {group.max_size} x {facts.accelerators} GPUs per instance); raise max_size "
-            "or lower the counts",
+            f"{available} ({packing}); raise max_size or lower the counts",
         )
     ]

@@ -48,8 +48,11 @@ def dotted(parts: Iterable[str | int]) -> str:
 def problems_from(error: ValidationError, prefix: Sequence[str | int], model: Any) -> list[Problem]:
     """Translate pydantic's errors for ``model`` (validated at ``prefix``) into problems."""
     problems = []
-    for detail in error.errors(include_url=False):
+    details = error.errors(include_url=False)
+    for detail in details:
         location = list(detail["loc"])
+        if detail["type"] == "too_short" and _has_inner_error(detail, details):
+            continue  # pydantic's echo of an invalid item ("0 items after validation"), not a second problem
         context = detail.get("ctx") or {}
         if "at" in context:
             location += _split_at(str(context["at"]))
@@ -60,6 +63,11 @@ def problems_from(error: ValidationError, prefix: Sequence[str | int], model: An
             message = _message(detail, model, location)
         problems.append(Problem(dotted([*prefix, *location]), message))
     return problems
+
+
+def _has_inner_error(detail: ErrorDetails, details: list[ErrorDetails]) -> bool:
+    prefix = detail["loc"]
+    return any(other["loc"][: len(prefix)] == prefix and len(other["loc"]) > len(prefix) for other in details)
 
 
 def _split_at(at: str) -> list[str | int]:

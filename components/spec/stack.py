@@ -67,9 +67,11 @@ def parse_stack_config(config: Mapping[str, Any]) -> StackSpec:
 
     catalog = instance_catalog()
     known_regions = aws_regions()
-    for name, region in regions.items():
-        problems += check_region_name(name, known_regions)
-        problems += check_region(name, region, catalog)
+    for name, region in list(regions.items()):
+        name_problems = check_region_name(name, known_regions)
+        problems += name_problems + check_region(name, region, catalog)
+        if name_problems:
+            del regions[name]  # reported once, against the region; endpoints are not placed there
     placements: list[Placement] = []
     declared = tuple(raw_regions) if isinstance(raw_regions, Mapping) else ()
     for name in raw_endpoints if isinstance(raw_endpoints, Mapping) else ():
@@ -79,7 +81,7 @@ def parse_stack_config(config: Mapping[str, Any]) -> StackSpec:
         placements += endpoint_placements
         problems += endpoint_problems
     if problems:
-        raise SpecError(sorted(set(problems), key=lambda problem: problem.path))
+        raise SpecError(sorted(set(problems)))
     return StackSpec(regions=regions, endpoints=endpoints, placements=tuple(placements))
 
 

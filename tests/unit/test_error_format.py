@@ -136,11 +136,6 @@ def test_problems_are_sorted_by_path() -> None:
     ]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG: parse_stack_config sorts set(problems) by path only, so problems sharing a path come out "
-    "in hash order and the error text changes from run to run",
-)
 def test_problems_sharing_a_path_are_ordered_by_message() -> None:
     names = ["us-east-1", "us-east-2", "us-west-1", "us-west-2", "eu-west-1", "eu-west-2", "eu-central-1", "ap-south-1"]
     config = stack_config(

@@ -35,13 +35,6 @@ ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/llm/server:1.2"
 CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d"
 SUBNETS = ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
 
-PLACEHOLDER_BUG = (
-    "BUG: fail() writes '{name!r}' templates, but PydanticCustomError fills only '{name}', "
-    "so the message shows '{value!r}' instead of the value received"
-)
-BRACES_BUG = "BUG: '{{' in fail() templates is not unescaped by PydanticCustomError, so users read '{{...}}'"
-BOOL_BUG = "BUG: PydanticCustomError renders True as 1, so the byte-size message says 'got 1' for true"
-
 
 def rejected(config: dict[str, Any]) -> tuple[Problem, ...]:
     with pytest.raises(SpecError) as caught:
@@ -832,77 +825,66 @@ QUOTED = [
         store_mode({"autoscaling": {"enabled": True}}),
         "endpoints.chat.mooncake.autoscaling.enabled",
         "requires a 'disaggregated' or 'both' mode, got 'store'",
-        pytest.mark.xfail(strict=True, reason=PLACEHOLDER_BUG),
     ),
     case(
         "topology_missing_in_both_mode",
         mooncake_block({"mode": "both", "topology": DELETE}),
         "endpoints.chat.mooncake.topology",
         "is required for mode 'both'",
-        pytest.mark.xfail(strict=True, reason=PLACEHOLDER_BUG),
     ),
     case(
         "mooncake_framework_sglang",
         with_mooncake({"framework": "sglang"}),
         "endpoints.chat.framework",
         "got 'sglang'",
-        pytest.mark.xfail(strict=True, reason=PLACEHOLDER_BUG),
     ),
     case(
         "unsupported_kubernetes_version",
         with_region({"kubernetes_version": "1.20"}),
         "regions.us-east-1.kubernetes_version",
         "got '1.20'",
-        pytest.mark.xfail(strict=True, reason=PLACEHOLDER_BUG),
     ),
     case(
         "duplicate_target_region",
         with_classic({"target_regions": [REGION, REGION]}),
         "endpoints.chat.target_regions[1]",
         "lists 'us-east-1' twice",
-        pytest.mark.xfail(strict=True, reason=PLACEHOLDER_BUG),
     ),
     case(
         "credential_in_env",
         with_classic({"env": {"HF_TOKEN": "hf_abc"}}),
         "endpoints.chat.env.HF_TOKEN",
         "'HF_TOKEN' looks like a credential",
-        pytest.mark.xfail(strict=True, reason=PLACEHOLDER_BUG),
     ),
     case(
         "health_check_path_without_slash",
         with_classic({"health_check_path": "health"}),
         "endpoints.chat.health_check_path",
         "got 'health'",
-        pytest.mark.xfail(strict=True, reason=PLACEHOLDER_BUG),
     ),
     case(
         "vpc_cidr_with_host_bits",
         with_region({"vpc": {"cidr": "10.20.0.1/16"}}),
         "regions.us-east-1.vpc.cidr",
         "got '10.20.0.1/16'",
-        pytest.mark.xfail(strict=True, reason=PLACEHOLDER_BUG),
     ),
     case(
         "store_size_with_a_sign",
         store_mode({"store": {"local_buffer_size": "-1"}}),
         "endpoints.chat.mooncake.store.local_buffer_size",
         "got '-1'",
-        pytest.mark.xfail(strict=True, reason=PLACEHOLDER_BUG),
     ),
     case(
         "store_size_as_a_boolean",
         store_mode({"store": {"local_buffer_size": True}}),
         "endpoints.chat.mooncake.store.local_buffer_size",
         "got True",
-        pytest.mark.xfail(strict=True, reason=BOOL_BUG),
     ),
     case(
         "vpc_that_both_creates_and_adopts",
         with_region({"vpc": {"id": "vpc-0123456789abcdef0", "private_subnet_ids": SUBNETS}}),
         "regions.us-east-1.vpc",
         "give either {cidr, availability_zones} to create a VPC",
-        pytest.mark.xfail(strict=True, reason=BRACES_BUG),
     ),
 ]
 
@@ -1237,3 +1219,16 @@ def test_explicit_region_image_uri_wins_over_the_rewrite() -> None:
         REGION: ECR_IMAGE,
         "eu-west-1": mirror,
     }
+
+
+def test_an_invalid_metric_is_one_problem_not_also_an_empty_list() -> None:
+    problems = rejected(with_classic({"autoscaling": {"metrics": ["cpu:170"]}}))
+    assert [problem.path for problem in problems] == ["endpoints.chat.autoscaling.metrics[0]"]
+
+
+def test_an_unknown_region_code_is_reported_once_against_the_region() -> None:
+    endpoints = {"chat": classic_endpoint({"node_group": "absent"})}
+    config = stack_config(regions={"us-east-9": region(name="us-east-9")}, endpoints=endpoints)
+    problems = rejected(config)
+    assert [problem.path for problem in problems] == ["regions.us-east-9"]
+    assert "'us-east-9' is not an AWS region code" in problems[0].message
