@@ -64,3 +64,39 @@ def aws_provider_name(region: str) -> str:
 def aws_tags(stack: str) -> dict[str, str]:
     """Tags every AWS resource of the stack carries (through the providers' default_tags)."""
     return {"inference-fleet:stack": stack, "managed-by": MANAGED_BY}
+
+
+# Regional platform (AWS side). Pulumi names carry the region: URNs do not include
+# the parent's name, so two regions' children of the same type need distinct names.
+
+
+def platform_name(region: str, *parts: str) -> str:
+    """Pulumi name of a regional platform resource: ``<region>-<part>-...``."""
+    return "-".join((region, *parts))
+
+
+def cluster_name(stack: str, region: str) -> str:
+    """The EKS cluster's AWS name (at most 100 characters; a stack name is short)."""
+    return f"{PROJECT}-{stack}-{region}"
+
+
+def node_group_name(stack: str, region: str, group: str) -> str:
+    """The managed node group's AWS name."""
+    return f"{cluster_name(stack, region)}-{group}"
+
+
+def cold_tier_bucket_name(stack: str, region: str, account_id: str) -> str:
+    """The region's KV cold-tier bucket: derived, never typed; the account id makes it globally unique."""
+    return f"{PROJECT}-{stack}-kv-{account_id}-{region}"
+
+
+KV_PREFIX = "mooncake-kv"
+"""Every KV object of the cold tier lives under this prefix, then ``<endpoint>/``."""
+
+
+def kv_prefix(endpoint: str) -> str:
+    return f"{KV_PREFIX}/{endpoint}/"
+
+
+WORKLOAD_SERVICE_ACCOUNT = "inference-workload"
+"""The ServiceAccount inference pods run as, in each namespace; bound to the workload IAM role."""

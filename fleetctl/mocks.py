@@ -8,12 +8,17 @@ the token, so an offline plan can never silently depend on a cloud call.
 
 from __future__ import annotations
 
+import asyncio
+import json
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
 from pulumi.runtime import mocks
 from pulumi.runtime.proto import resource_pb2
+
+from components.catalog import instance_catalog
 
 STACK_TYPE = "pulumi:pulumi:Stack"
 
@@ -27,19 +32,119 @@ class UnmockedInvokeError(RuntimeError):
         self.token = token
 
 
-INVOKES: dict[str, Any] = {}
-"""token -> function(args) -> result, for invokes the offline plan can answer truthfully."""
+OFFLINE_ACCOUNT_ID = "123456789012"
+"""The AWS documentation's example account: every ARN of an offline plan is visibly not real."""
+
+Handler = Callable[[Mapping[str, Any]], dict[str, Any]]
+
+
+def _caller_identity(_: Mapping[str, Any]) -> dict[str, Any]:
+    return {
+        "accountId": OFFLINE_ACCOUNT_ID,
+        "arn": f"arn:aws:iam::{OFFLINE_ACCOUNT_ID}:user/offline-plan",
+        "userId": "OFFLINEPLAN",
+        "id": OFFLINE_ACCOUNT_ID,
+    }
+
+
+def _instance_type(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The catalog's facts, as ``aws.ec2.get_instance_type`` would report them."""
+    name = str(args["instanceType"])
+    facts = instance_catalog().instance_types.get(name)
+    if facts is None:
+        raise UnmockedInvokeError(f"aws:ec2/getInstanceType:getInstanceType for {name} (not in config/instances.yaml)")
+    return {
+        "instanceType": name,
+        "efaSupported": facts.efa_supported,
+        "efaMaximumInterfaces": facts.efa_interfaces,
+        "maximumNetworkCards": max(facts.efa_interfaces, 1),
+        "gpuses": [{"count": facts.accelerators, "manufacturer": "NVIDIA"}] if facts.accelerator == "nvidia" else [],
+        "supportedArchitectures": [facts.architecture],
+    }
+
+
+def _subnets(args: Mapping[str, Any]) -> dict[str, Any]:
+    """Subnets matching the filters: one per zone filter value, named so no one mistakes them for real ids."""
+    filters = {str(item["name"]): [str(value) for value in item["values"]] for item in args.get("filters", [])}
+    zones = filters.get("availability-zone", ["any-zone"])
+    vpc = filters.get("vpc-id", ["vpc"])[0]
+    ids = [f"subnet-offline-{vpc}-{zone}" for zone in zones]
+    return {"ids": ids, "id": ",".join(ids), "filters": args.get("filters", [])}
+
+
+INVOKES: dict[str, Handler] = {
+    "aws:index/getCallerIdentity:getCallerIdentity": _caller_identity,
+    "aws:ec2/getInstanceType:getInstanceType": _instance_type,
+    "aws:ec2/getSubnets:getSubnets": _subnets,
+}
+"""token -> answer, for invokes the offline plan can answer without a cloud account."""
+
+
+def _arn(service: str, resource: str) -> str:
+    return f"arn:aws:{service}:offline:{OFFLINE_ACCOUNT_ID}:{resource}"
+
+
+def _kubeconfig(name: str) -> dict[str, Any]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": name, "cluster": {"server": f"https://{name}.offline.eks.amazonaws.com"}}],
+        "contexts": [{"name": name, "context": {"cluster": name, "user": name}}],
+        "current-context": name,
+        "users": [{"name": name, "user": {}}],
+    }
+
+
+def _eks_cluster(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    cluster = str(inputs.get("name") or name)
+    kubeconfig = _kubeconfig(cluster)
+    return {
+        "kubeconfig": kubeconfig,
+        "kubeconfigJson": json.dumps(kubeconfig, sort_keys=True),
+        "clusterSecurityGroupId": f"sg-offline-{cluster}-cluster",
+        "nodeSecurityGroupId": f"sg-offline-{cluster}-node",
+        "oidcIssuer": f"oidc.eks.offline.amazonaws.com/id/{cluster}",
+    }
+
+
+def _vpc(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    zones = [str(zone) for zone in inputs.get("availabilityZoneNames", [])]
+    return {
+        "vpcId": f"vpc-offline-{name}",
+        "privateSubnetIds": [f"subnet-offline-vpc-offline-{name}-{zone}-private" for zone in zones],
+        "publicSubnetIds": [f"subnet-offline-vpc-offline-{name}-{zone}-public" for zone in zones],
+    }
+
+
+OUTPUTS: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
+    "eks:index:Cluster": _eks_cluster,
+    "awsx:ec2:Vpc": _vpc,
+    "aws:iam/role:Role": lambda name, inputs: {"arn": _arn("iam", f"role/{inputs.get('name') or name}")},
+    "aws:iam/policy:Policy": lambda name, inputs: {"arn": _arn("iam", f"policy/{inputs.get('name') or name}")},
+    "aws:kms/key:Key": lambda name, _: {"arn": _arn("kms", f"key/{name}"), "keyId": f"{name}-id"},
+    "aws:s3/bucket:Bucket": lambda name, inputs: {
+        "arn": f"arn:aws:s3:::{inputs.get('bucket') or name}",
+        "bucket": inputs.get("bucket") or name,
+    },
+    "aws:ec2/launchTemplate:LaunchTemplate": lambda name, _: {"latestVersion": 1},
+    "aws:ec2/placementGroup:PlacementGroup": lambda name, inputs: {"name": inputs.get("name") or name},
+}
+"""type -> outputs a real create would add to the inputs, computed offline."""
 
 
 class FleetMocks(mocks.Mocks):
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
-        return f"{args.name}-id", dict(args.inputs)
+        computed = OUTPUTS.get(args.typ)
+        state = dict(args.inputs)
+        if computed is not None:
+            state.update(computed(args.name, args.inputs))
+        return f"{args.name}-id", state
 
     def call(self, args: mocks.MockCallArgs) -> tuple[dict[Any, Any], list[tuple[str, str]] | None]:
         handler = INVOKES.get(args.token)
         if handler is None:
             raise UnmockedInvokeError(args.token)
-        return handler(args.args), None
+        return handler(args.args), []
 
 
 @dataclass
@@ -55,6 +160,29 @@ class RecordingMonitor(mocks.MockMonitor):
         self.registrations: list[Registration] = []
         self.stack_outputs: dict[str, Any] = {}
         self._stack_urn = ""
+        self._thread_loops: set[asyncio.AbstractEventLoop] = set()
+
+    def _keep_thread_loop(self) -> None:
+        """The base monitor creates an event loop in each worker thread it runs on; remember it to close it."""
+        try:
+            loop = asyncio.get_event_loop_policy().get_event_loop()
+        except RuntimeError:
+            return
+        if not loop.is_running():
+            self._thread_loops.add(loop)
+
+    def close(self) -> None:
+        """Close the worker threads' event loops (left open, they fail noisily at interpreter exit)."""
+        for loop in self._thread_loops:
+            if not loop.is_running() and not loop.is_closed():
+                loop.close()
+        self._thread_loops.clear()
+
+    def Invoke(self, request: resource_pb2.ResourceInvokeRequest) -> Any:  # noqa: N802 (gRPC name)
+        try:
+            return super().Invoke(request)  # type: ignore[no-untyped-call]
+        finally:
+            self._keep_thread_loop()
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
         # The engine qualifies a type by its parent's type, except for children of the stack itself.
@@ -64,6 +192,7 @@ class RecordingMonitor(mocks.MockMonitor):
 
     def RegisterResource(self, request: resource_pb2.RegisterResourceRequest) -> Any:  # noqa: N802 (gRPC name)
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
+        self._keep_thread_loop()
         if request.type == STACK_TYPE:
             self._stack_urn = response.urn
         self.registrations.append(

@@ -177,6 +177,7 @@ def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = P
     finally:
         asyncio.set_event_loop(None)
         loop.close()
+        monitor.close()
     resources = tuple(
         sorted(
             (_resource_entry(registration) for registration in monitor.registrations),

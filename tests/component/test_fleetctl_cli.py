@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -107,3 +109,16 @@ def test_plan_summary_names_resources_by_region(tmp_path: Path, capsys: pytest.C
 
 def test_generated_schema_and_config_reference_are_fresh(capsys: pytest.CaptureFixture[str]) -> None:
     assert reference_main(["--check"]) == 0, capsys.readouterr().err
+
+
+def test_plan_as_a_process_exits_cleanly_with_nothing_on_stderr(tmp_path: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "fleetctl", "plan", "--stack", "dev", "--out", str(tmp_path / "plan")],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stderr == ""
+    assert (tmp_path / "plan" / "plan.json").is_file()

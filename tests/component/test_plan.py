@@ -67,8 +67,8 @@ def test_resources_are_sorted_by_urn_with_sorted_keys() -> None:
 
 
 def test_unmocked_invokes_fail_loudly_naming_the_token(tmp_path: Path) -> None:
-    with pytest.raises(ProgramError, match=r"unmocked invoke aws:ec2/getInstanceType:getInstanceType"):
-        run_snippet(tmp_path, 'aws.ec2.get_instance_type(instance_type="p5.48xlarge")\n')
+    with pytest.raises(ProgramError, match=r"unmocked invoke aws:eks/getAddonVersion:getAddonVersion"):
+        run_snippet(tmp_path, 'aws.eks.get_addon_version(addon_name="coredns", kubernetes_version="1.34")\n')
 
 
 def test_resource_options_are_recorded_as_the_engine_receives_them(tmp_path: Path) -> None:

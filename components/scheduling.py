@@ -1,0 +1,67 @@
+"""Node labels and taints of the node groups, and the tolerations that match them.
+
+One vocabulary for both sides: the platform puts these on nodes, device plugins
+and workloads select and tolerate exactly these.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from components.catalog import InstanceType
+
+NODE_GROUP_LABEL = "inference-fleet/node-group"
+EFA_LABEL = "inference-fleet/efa"
+ACCELERATOR_LABEL = "inference-fleet/accelerator"
+
+Effect = Literal["NoSchedule", "NoExecute", "PreferNoSchedule"]
+
+# The EKS API spells taint effects differently from Kubernetes.
+_EKS_EFFECTS: dict[Effect, str] = {
+    "NoSchedule": "NO_SCHEDULE",
+    "NoExecute": "NO_EXECUTE",
+    "PreferNoSchedule": "PREFER_NO_SCHEDULE",
+}
+
+
+@dataclass(frozen=True)
+class Taint:
+    key: str
+    value: str
+    effect: Effect = "NoSchedule"
+
+    @property
+    def eks_effect(self) -> str:
+        return _EKS_EFFECTS[self.effect]
+
+    def toleration(self) -> dict[str, str]:
+        return {"key": self.key, "operator": "Equal", "value": self.value, "effect": self.effect}
+
+
+GPU_TAINT = Taint("nvidia.com/gpu", "true")
+NEURON_TAINT = Taint("aws.amazon.com/neuron", "true")
+EFA_TAINT = Taint("vpc.amazonaws.com/efa", "true")
+
+
+def node_labels(group_name: str, efa: bool, facts: InstanceType) -> dict[str, str]:
+    labels = {NODE_GROUP_LABEL: group_name, ACCELERATOR_LABEL: facts.accelerator}
+    if efa:
+        labels[EFA_LABEL] = "true"
+    return labels
+
+
+def node_taints(efa: bool, facts: InstanceType) -> tuple[Taint, ...]:
+    """Accelerator nodes repel pods that do not ask for them; EFA nodes also repel non-EFA pods."""
+    taints: list[Taint] = []
+    if facts.accelerator == "nvidia":
+        taints.append(GPU_TAINT)
+    elif facts.accelerator == "neuron":
+        taints.append(NEURON_TAINT)
+    if efa:
+        taints.append(EFA_TAINT)
+    return tuple(taints)
+
+
+def tolerations(taints: tuple[Taint, ...]) -> list[dict[str, str]]:
+    return [taint.toleration() for taint in taints]
