@@ -65,10 +65,23 @@ class KubernetesPins(_Data):
     supported_versions: tuple[str, ...] = Field(strict=False)
 
 
+class Chart(_Data):
+    repo: str
+    chart: str
+    version: str
+
+
+class ChartPins(_Data):
+    nvidia_device_plugin: Chart
+    efa_device_plugin: Chart
+    aws_load_balancer_controller: Chart
+
+
 class Pins(_Data):
     vllm: VllmPins
     mooncake: MooncakePins
     kubernetes: KubernetesPins
+    charts: ChartPins
 
 
 def _read(name: str) -> object:

@@ -3,36 +3,19 @@
 from __future__ import annotations
 
 import json
-import textwrap
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from fleetctl.plan import SECRET, Plan, ProgramError, manifest_files, run_program, write_plan
-from fleetctl.stackfile import StackFile, read_stack_file, stack_path
+from fleetctl.stackfile import read_stack_file, stack_path
+from tests.component.programs import by_type, run_snippet
 
 PROJECT_STACKS = ("dev", "prod")
 
 
 def plan_of(stack: str) -> Plan:
     return run_program(read_stack_file(stack_path(stack)))
-
-
-def by_type(plan: Plan, resource_type: str) -> list[dict[str, Any]]:
-    return [resource for resource in plan.resources if resource["type"] == resource_type]
-
-
-def run_snippet(tmp_path: Path, body: str, config: dict[str, str] | None = None) -> Plan:
-    """Run a tiny Pulumi program (written for one point) under the same mocks as the real one."""
-    program = tmp_path / "program.py"
-    program.write_text(
-        "import pulumi\nimport pulumi_aws as aws\nimport pulumi_kubernetes as k8s\n" + textwrap.dedent(body)
-    )
-    stack_file = StackFile(
-        path=tmp_path / "Pulumi.test.yaml", stack="test", project_config={}, engine_config=config or {}
-    )
-    return run_program(stack_file, program=program)
 
 
 @pytest.mark.parametrize("stack", PROJECT_STACKS)

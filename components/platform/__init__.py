@@ -1,0 +1,1 @@
+"""The AWS side of a region: network, EKS cluster, node groups, add-ons, cold tier, workload identity."""
