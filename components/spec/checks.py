@@ -56,6 +56,14 @@ def check_region(name: str, region: Region, catalog: InstanceCatalog) -> list[Pr
                     "(e.g. p5.48xlarge, g6e.48xlarge) or set efa to false",
                 )
             )
+    for index, zone in enumerate(region.vpc.availability_zones or ()):
+        if not re.fullmatch(re.escape(name) + r"[a-z]", zone):
+            problems.append(
+                Problem(
+                    dotted(["regions", name, "vpc", "availability_zones", index]),
+                    f"{zone!r} is not a zone of {name} (zones look like {name}a)",
+                )
+            )
     if not system_groups and region.node_groups:
         problems.append(
             Problem(

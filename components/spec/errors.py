@@ -129,7 +129,9 @@ def _message(detail: ErrorDetails, model: Any, location: list[str | int]) -> str
         units = ("entry", "entries") if isinstance(value, dict) else ("item", "items")
         return f"needs at least {minimum} {units[minimum != 1]}, got {context.get('actual_length')}"
     if kind == "too_long":
-        return f"allows at most {context.get('max_length')} item(s), got {context.get('actual_length')}"
+        maximum = context.get("max_length")
+        units = ("entry", "entries") if isinstance(value, dict) else ("item", "items")
+        return f"allows at most {maximum} {units[maximum != 1]}, got {context.get('actual_length')}"
     if kind == "frozen_instance":
         return "cannot be changed"
     # Our own validators (PydanticCustomError) already speak the user's language.

@@ -44,6 +44,12 @@ ReservationId = Annotated[str, _id(_RESERVATION_ID, "cr-0123456789abcdef0")]
 CertificateArn = Annotated[str, _id(_ACM_ARN, "arn:aws:acm:<region>:<account>:certificate/<id>")]
 
 
+# A created VPC gives each zone a private /N+3 (pods take VPC addresses) and a public
+# /N+6; /22 is the smallest block whose public subnets still hold a load balancer.
+MIN_VPC_PREFIX = 16
+MAX_VPC_PREFIX = 22
+
+
 class Vpc(SpecModel):
     """Either the VPC to create (cidr + availability_zones) or an existing one (id + subnets)."""
 
@@ -51,9 +57,10 @@ class Vpc(SpecModel):
         None, description="Create a VPC with this IPv4 CIDR (e.g. 10.20.0.0/16); subnets are carved from it."
     )
     availability_zones: tuple[str, ...] | None = items(
-        "Zones of the created VPC (at least two, as EKS requires); one private and one public subnet each.",
+        "Zones of the created VPC (two to four; EKS needs two); one private and one public subnet each.",
         default=None,
         min_length=2,
+        max_length=4,
     )
     id: VpcId | None = Field(None, description="Use this existing VPC instead of creating one.")
     private_subnet_ids: tuple[SubnetId, ...] | None = items(
@@ -77,6 +84,16 @@ class Vpc(SpecModel):
             raise fail("vpc_shape", "a created VPC needs both cidr and availability_zones")
         if adopts and (self.id is None or self.private_subnet_ids is None):
             raise fail("vpc_shape", "an existing VPC needs both id and private_subnet_ids")
+        if self.cidr is not None and not MIN_VPC_PREFIX <= int(self.cidr.split("/")[1]) <= MAX_VPC_PREFIX:
+            raise fail(
+                "vpc_size",
+                "must be a /{low} to /{high} block (each zone gets a private /N+3 and a public /N+6 subnet), "
+                "got {cidr!r}",
+                at="cidr",
+                low=MIN_VPC_PREFIX,
+                high=MAX_VPC_PREFIX,
+                cidr=self.cidr,
+            )
         if not creates and not adopts:
             raise fail(
                 "vpc_shape",

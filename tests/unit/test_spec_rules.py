@@ -1232,3 +1232,29 @@ def test_an_unknown_region_code_is_reported_once_against_the_region() -> None:
     problems = rejected(config)
     assert [problem.path for problem in problems] == ["regions.us-east-9"]
     assert "'us-east-9' is not an AWS region code" in problems[0].message
+
+
+@pytest.mark.parametrize(
+    ("vpc", "path", "fragment"),
+    [
+        pytest.param(
+            {"cidr": "10.0.0.0/24"}, "regions.us-east-1.vpc.cidr", "must be a /16 to /22 block", id="a_vpc_too_small"
+        ),
+        pytest.param({"cidr": "10.0.0.0/8"}, "regions.us-east-1.vpc.cidr", "got '10.0.0.0/8'", id="a_vpc_too_large"),
+        pytest.param(
+            {"availability_zones": ["us-east-1a", "eu-west-1b"]},
+            "regions.us-east-1.vpc.availability_zones[1]",
+            "'eu-west-1b' is not a zone of us-east-1",
+            id="a_vpc_zone_of_another_region",
+        ),
+        pytest.param(
+            {"availability_zones": ["us-east-1a", "us-east-1b", "us-east-1c", "us-east-1d", "us-east-1e"]},
+            "regions.us-east-1.vpc.availability_zones",
+            "allows at most 4 items, got 5",
+            id="more_than_four_vpc_zones",
+        ),
+    ],
+)
+def test_rejects_a_created_vpc_outside_its_bounds(vpc: dict[str, Any], path: str, fragment: str) -> None:
+    problems = rejected(with_region({"vpc": vpc}))
+    assert any(problem.path == path and fragment in problem.message for problem in problems), problems
