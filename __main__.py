@@ -28,7 +28,8 @@ providers = {
     for region in spec.regions
 }
 
-fleet = Fleet(naming.fleet_name(stack), FleetArgs(spec=spec, aws_providers=providers))
+fleet = Fleet(naming.fleet_name(stack), FleetArgs(stack=stack, spec=spec, aws_providers=providers))
 
-pulumi.export("regions", sorted(spec.regions))
+pulumi.export("regions", fleet.regions)
+pulumi.export("kubeconfigs", fleet.kubeconfigs)
 pulumi.export("placements", fleet.placements)

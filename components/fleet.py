@@ -1,4 +1,4 @@
-"""The fleet: regions x endpoints placement, and what the stack exports about it."""
+"""The fleet: one regional platform per region, endpoints placed on them, and what the stack exports."""
 
 from __future__ import annotations
 
@@ -9,11 +9,13 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components.platform.regional import RegionalPlatform, RegionalPlatformArgs
 from components.spec import StackSpec
 
 
 @dataclass(frozen=True)
 class FleetArgs:
+    stack: str
     spec: StackSpec
     aws_providers: Mapping[str, aws.Provider]
     """One explicit provider per region of the spec, created by ``__main__``."""
@@ -22,16 +24,52 @@ class FleetArgs:
 class Fleet(pulumi.ComponentResource):
     """Every region's platform and workloads, grouped under one component."""
 
+    platforms: dict[str, RegionalPlatform]
+    regions: pulumi.Output[dict[str, Any]]
+    """region -> cluster name and endpoint, node group names, cold-tier bucket."""
+    kubeconfigs: pulumi.Output[dict[str, Any]]
+    """region -> kubeconfig (secret)."""
     placements: pulumi.Output[dict[str, Any]]
     """endpoint -> region -> {node_group, image}: where each endpoint runs."""
 
     def __init__(self, name: str, args: FleetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:fleet:Fleet", name, None, opts)
-        missing = sorted(set(args.spec.regions) - set(args.aws_providers))
+        spec = args.spec
+        missing = sorted(set(spec.regions) - set(args.aws_providers))
         if missing:
             raise ValueError(f"no AWS provider for region(s) {', '.join(missing)}")
-        self.placements = pulumi.Output.from_input(placement_table(args.spec))
-        self.register_outputs({"placements": self.placements})
+        self.platforms = {
+            region: RegionalPlatform(
+                region,
+                RegionalPlatformArgs(
+                    stack=args.stack,
+                    region=region,
+                    spec=region_spec,
+                    namespaces=namespaces_in(spec, region),
+                    model_sources=model_sources_in(spec, region),
+                ),
+                pulumi.ResourceOptions(parent=self, providers={"aws": args.aws_providers[region]}),
+            )
+            for region, region_spec in spec.regions.items()
+        }
+        self.regions = pulumi.Output.from_input(
+            {region: platform.summary() for region, platform in self.platforms.items()}
+        )
+        kubeconfigs: dict[str, pulumi.Input[str]] = {
+            region: platform.cluster.kubeconfig for region, platform in self.platforms.items()
+        }
+        self.kubeconfigs = pulumi.Output.secret(kubeconfigs)
+        self.placements = pulumi.Output.from_input(placement_table(spec))
+        self.register_outputs({"regions": self.regions, "placements": self.placements})
+
+
+def namespaces_in(spec: StackSpec, region: str) -> tuple[str, ...]:
+    return tuple(sorted({spec.endpoints[placement.endpoint].namespace for placement in spec.placements_in(region)}))
+
+
+def model_sources_in(spec: StackSpec, region: str) -> tuple[str, ...]:
+    sources = {spec.endpoints[placement.endpoint].model_source for placement in spec.placements_in(region)}
+    return tuple(sorted(source for source in sources if source is not None))
 
 
 def placement_table(spec: StackSpec) -> dict[str, Any]:

@@ -100,3 +100,12 @@ def kv_prefix(endpoint: str) -> str:
 
 WORKLOAD_SERVICE_ACCOUNT = "inference-workload"
 """The ServiceAccount inference pods run as, in each namespace; bound to the workload IAM role."""
+
+
+def aws_partition(region: str) -> str:
+    """The ARN partition of a region (managed policy ARNs differ in China and GovCloud)."""
+    if region.startswith("cn-"):
+        return "aws-cn"
+    if region.startswith("us-gov-"):
+        return "aws-us-gov"
+    return "aws"

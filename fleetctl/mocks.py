@@ -116,7 +116,19 @@ def _vpc(name: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _managed_node_group(_: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
+    """The resources the node group was given, handed back.
+
+    The mock monitor rehydrates resource references of a remote component's inputs
+    on its worker thread's event loop, and runs that loop only while serializing
+    the answer; without a reference in the answer the rehydration never finishes
+    and the program waits forever for its outstanding RPCs.
+    """
+    return {key: inputs[key] for key in ("cluster", "nodeRole") if inputs.get(key) is not None}
+
+
 OUTPUTS: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
+    "eks:index:ManagedNodeGroup": _managed_node_group,
     "eks:index:Cluster": _eks_cluster,
     "awsx:ec2:Vpc": _vpc,
     "aws:iam/role:Role": lambda name, inputs: {"arn": _arn("iam", f"role/{inputs.get('name') or name}")},
@@ -135,7 +147,8 @@ OUTPUTS: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
 class FleetMocks(mocks.Mocks):
     def new_resource(self, args: mocks.MockResourceArgs) -> tuple[str | None, dict[Any, Any]]:
         computed = OUTPUTS.get(args.typ)
-        state = dict(args.inputs)
+        # A custom resource echoes its inputs; a (remote) component has only the outputs it computes.
+        state = dict(args.inputs) if args.custom else {}
         if computed is not None:
             state.update(computed(args.name, args.inputs))
         return f"{args.name}-id", state

@@ -9,6 +9,7 @@ unless the whole run succeeds.
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import os
 import runpy
@@ -175,9 +176,11 @@ def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = P
     except Exception as error:  # the program's own failure, reported without a traceback
         raise ProgramError(str(error) or type(error).__name__) from error
     finally:
+        _drain(loop)
         asyncio.set_event_loop(None)
         loop.close()
         monitor.close()
+        _forget_program_state()
     resources = tuple(
         sorted(
             (_resource_entry(registration) for registration in monitor.registrations),
@@ -185,6 +188,25 @@ def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = P
         )
     )
     return Plan(project=project, stack=stack_file.stack, resources=resources, outputs=normalise(monitor.stack_outputs))
+
+
+def _forget_program_state() -> None:
+    """Pulumi keeps a program's outputs and RPCs in process-wide settings (the language host
+    runs one program per process). Forget them, as ``pulumi.runtime.mocks.test`` does, so a
+    failed run cannot stall the next one; collect its unretrieved futures now rather than at a
+    random later moment."""
+    settings.SETTINGS.outputs.clear()
+    settings.SETTINGS.rpc_manager.clear()
+    gc.collect()
+
+
+def _drain(loop: asyncio.AbstractEventLoop) -> None:
+    """Cancel what a failed program left pending, so nothing is reported as destroyed mid-flight."""
+    pending = [task for task in asyncio.all_tasks(loop) if not task.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
 
 # Manifests.

@@ -192,6 +192,7 @@ def _kubernetes_version(value: str) -> str:
 
 
 class Region(SpecModel):
+    protect: bool = Field(True, description="Protect the EKS cluster: Pulumi protect plus EKS deletion protection.")
     kubernetes_version: Annotated[str, AfterValidator(_kubernetes_version)] = Field(
         default_factory=lambda: pins().kubernetes.default_version,
         description="EKS Kubernetes version as a quoted string; defaults to the pinned version in config/pins.yaml.",

@@ -21,7 +21,7 @@ def plan_of(stack: str) -> Plan:
 @pytest.mark.parametrize("stack", PROJECT_STACKS)
 def test_main_registers_one_aws_provider_per_region(stack: str) -> None:
     plan = plan_of(stack)
-    spec_regions = plan.outputs["regions"]
+    spec_regions = sorted(plan.outputs["regions"])
     providers = by_type(plan, "pulumi:providers:aws")
     assert sorted(provider["inputs"]["region"] for provider in providers) == spec_regions
     assert sorted(provider["name"] for provider in providers) == [f"aws-{region}" for region in spec_regions]

@@ -721,7 +721,7 @@ SHAPE_REJECTS = [
         "unknown_region_key",
         with_region({"vpcs": {}}),
         "regions.us-east-1.vpcs",
-        "unknown key; allowed keys: kubernetes_version, vpc, node_groups, cold_tier, ingress",
+        "unknown key; allowed keys: protect, kubernetes_version, vpc, node_groups, cold_tier, ingress",
     ),
     case(
         "unknown_node_group_key",

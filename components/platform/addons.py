@@ -1,0 +1,111 @@
+"""What a cluster needs before workloads can land: EKS add-ons that need nodes, and the
+NVIDIA and EFA device plugins (Helm, versions pinned in config/pins.yaml)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_kubernetes as k8s
+
+from components import naming, scheduling
+from components.catalog import Chart, pins
+
+# Add-ons pulumi-eks does not create (coredns is disabled there until nodes exist).
+NODE_ADDONS = ("coredns", "eks-pod-identity-agent")
+DEVICE_PLUGIN_NAMESPACE = "kube-system"
+# Helm waits for the DaemonSets; GPU nodes can take long to join.
+HELM_TIMEOUT_SECONDS = 900
+
+
+@dataclass(frozen=True)
+class ClusterAddonsArgs:
+    region: str
+    cluster_name: pulumi.Input[str]
+    kubernetes: k8s.Provider
+    nodes: Sequence[pulumi.Resource]
+    """Node groups that must exist first (add-ons schedule pods)."""
+    gpu_nodes: bool
+    efa_nodes: bool
+
+
+def nvidia_plugin_values() -> dict[str, Any]:
+    """Runs on every NVIDIA node, EFA or not; never claims the EFA devices."""
+    return {
+        "tolerations": scheduling.tolerations((scheduling.GPU_TAINT, scheduling.EFA_TAINT)),
+        "nodeSelector": {scheduling.ACCELERATOR_LABEL: "nvidia"},
+        # Mounting /dev/infiniband into GPU pods would take what the EFA plugin hands out.
+        "mofedEnabled": False,
+        "gfd": {"enabled": False},
+        "priorityClassName": "system-node-critical",
+    }
+
+
+def efa_plugin_values() -> dict[str, Any]:
+    return {
+        "tolerations": scheduling.tolerations((scheduling.GPU_TAINT, scheduling.EFA_TAINT)),
+        "nodeSelector": {scheduling.EFA_LABEL: "true"},
+    }
+
+
+def helm_release(
+    name: str, chart: Chart, values: pulumi.Input[Mapping[str, Any]], namespace: str, opts: pulumi.ResourceOptions
+) -> k8s.helm.v3.Release:
+    """A pinned chart as a Helm release named after the chart (stable object names in the cluster)."""
+    return k8s.helm.v3.Release(
+        name,
+        name=chart.chart,
+        chart=chart.chart,
+        version=chart.version,
+        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
+        namespace=namespace,
+        values=values,
+        atomic=True,
+        cleanup_on_fail=True,
+        timeout=HELM_TIMEOUT_SECONDS,
+        opts=opts,
+    )
+
+
+class ClusterAddons(pulumi.ComponentResource):
+    def __init__(self, name: str, args: ClusterAddonsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("inference-fleet:platform:ClusterAddons", name, None, opts)
+        after_nodes = pulumi.ResourceOptions(parent=self, depends_on=list(args.nodes))
+        self.addons = [
+            aws.eks.Addon(
+                naming.platform_name(args.region, addon),
+                cluster_name=args.cluster_name,
+                addon_name=addon,
+                resolve_conflicts_on_create="OVERWRITE",
+                resolve_conflicts_on_update="OVERWRITE",
+                opts=after_nodes,
+            )
+            for addon in NODE_ADDONS
+        ]
+        charts = pins().charts
+        in_cluster = pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=list(args.nodes))
+        self.releases: list[k8s.helm.v3.Release] = []
+        if args.gpu_nodes:
+            self.releases.append(
+                helm_release(
+                    naming.platform_name(args.region, "nvidia-device-plugin"),
+                    charts.nvidia_device_plugin,
+                    nvidia_plugin_values(),
+                    DEVICE_PLUGIN_NAMESPACE,
+                    in_cluster,
+                )
+            )
+        if args.efa_nodes:
+            self.releases.append(
+                helm_release(
+                    naming.platform_name(args.region, "efa-device-plugin"),
+                    charts.efa_device_plugin,
+                    efa_plugin_values(),
+                    DEVICE_PLUGIN_NAMESPACE,
+                    in_cluster,
+                )
+            )
+        self.register_outputs({})

@@ -1,0 +1,113 @@
+"""The region's EKS cluster (pulumi-eks), its node IAM role and the Kubernetes provider workloads use."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+import pulumi_kubernetes as k8s
+
+from components import naming
+
+# Every control-plane log stream, to CloudWatch.
+CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
+
+# Managed policies every EKS worker node needs (EKS user guide, "Amazon EKS node IAM role").
+NODE_POLICIES = ["AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly"]
+
+
+@dataclass(frozen=True)
+class EksClusterArgs:
+    stack: str
+    region: str
+    kubernetes_version: str
+    vpc_id: pulumi.Input[str]
+    private_subnet_ids: pulumi.Input[Sequence[str]]
+    public_subnet_ids: pulumi.Input[Sequence[str]]
+    protect: bool
+
+
+def ec2_trust_policy() -> dict[str, Any]:
+    return {
+        "Version": "2012-10-17",
+        "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+    }
+
+
+def server_of(kubeconfig: Any) -> str:
+    """The API server URL written in a kubeconfig object."""
+    return str(kubeconfig["clusters"][0]["cluster"]["server"])
+
+
+class EksCluster(pulumi.ComponentResource):
+    name: str
+    """The cluster's AWS name, known before deployment."""
+    cluster_name: pulumi.Output[str]
+    """The same name as an output that resolves once the cluster exists: use it as an input of
+    resources that need the cluster (pod identity associations, add-ons)."""
+    cluster: eks.Cluster
+    node_role: aws.iam.Role
+    kubeconfig: pulumi.Output[str]
+    endpoint: pulumi.Output[str]
+    cluster_security_group_id: pulumi.Output[str]
+    kubernetes: k8s.Provider
+    """The provider every Kubernetes object of the region is registered with."""
+
+    def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("inference-fleet:platform:EksCluster", name, None, opts)
+        region = args.region
+        child = pulumi.ResourceOptions(parent=self)
+        self.name = naming.cluster_name(args.stack, region)
+
+        self.node_role = aws.iam.Role(
+            naming.platform_name(region, "node-role"),
+            assume_role_policy=json.dumps(ec2_trust_policy()),
+            description=f"EKS nodes of {self.name}",
+            opts=child,
+        )
+        partition = naming.aws_partition(region)
+        for policy in NODE_POLICIES:
+            aws.iam.RolePolicyAttachment(
+                naming.platform_name(region, "node-role", policy),
+                role=self.node_role.name,
+                policy_arn=f"arn:{partition}:iam::aws:policy/{policy}",
+                opts=child,
+            )
+
+        self.cluster = eks.Cluster(
+            naming.platform_name(region, "eks"),
+            name=self.name,
+            version=args.kubernetes_version,
+            vpc_id=args.vpc_id,
+            private_subnet_ids=args.private_subnet_ids,
+            public_subnet_ids=args.public_subnet_ids,
+            authentication_mode=eks.AuthenticationMode.API,
+            upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type="STANDARD"),
+            enabled_cluster_log_types=CONTROL_PLANE_LOGS,
+            skip_default_node_group=True,
+            # Managed node groups only: the EKS-created cluster security group is all we need.
+            skip_default_security_groups=True,
+            # CoreDNS is added by the platform once a node group exists (it never becomes
+            # healthy without nodes: pulumi-eks issues #1819, #1525).
+            coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
+            deletion_protection=args.protect,
+            # The kubeconfig runs `aws eks get-token` with the deployer's default credentials.
+            provider_credential_opts=eks.KubeconfigOptionsArgs(),
+            opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
+        )
+        self.cluster_name = self.cluster.urn.apply(lambda _: self.name)
+        self.kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig_json)
+        self.endpoint = self.cluster.kubeconfig.apply(server_of)
+        self.cluster_security_group_id = self.cluster.cluster_security_group_id
+        self.kubernetes = k8s.Provider(
+            naming.platform_name(region, "kubernetes"),
+            kubeconfig=self.kubeconfig,
+            enable_server_side_apply=True,
+            opts=child,
+        )
+        self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})

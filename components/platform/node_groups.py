@@ -1,0 +1,279 @@
+"""Managed node groups of a region: ``GpuNodeGroup`` (also fit for CPU groups) and ``EfaNodeGroup``.
+
+Both build their own launch template (IMDSv2, encrypted root volume, tags on what
+it launches, Capacity Block targeting) under a ``pulumi_eks.ManagedNodeGroup``;
+the EFA group adds its network interfaces, a cluster placement group, a
+self-referencing security group and one availability zone (DESIGN decision 7).
+The AWS provider is inherited from the parent (``RegionalPlatform``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_aws as aws
+import pulumi_eks as eks
+
+from components import naming, scheduling
+from components.catalog import InstanceType
+from components.platform.efa import check_instance_facts, efa_network_interfaces, eks_capacity_type
+from components.spec.region import NodeGroup
+
+# Root volume sizes. Accelerator nodes pull inference images of 10-20 GB (CUDA,
+# NCCL, vLLM) and containerd keeps the packed and the unpacked layers, so the
+# 20 GiB EKS default fills up on the first pull; CPU nodes run only system pods.
+ACCELERATOR_ROOT_VOLUME_GIB = 200
+CPU_ROOT_VOLUME_GIB = 50
+ROOT_DEVICE_NAME = "/dev/xvda"
+"""The root device of the AL2023 EKS AMIs (standard, NVIDIA and Neuron)."""
+
+# Pods reach IMDS through one more network hop than the host; with a limit of 1
+# IMDSv2 tokens never reach them (EKS launch-templates guide).
+IMDS_HOP_LIMIT = 2
+
+NODE_GROUP_TAG = "inference-fleet:node-group"
+LAUNCHED_RESOURCE_TYPES = ("instance", "volume", "network-interface")
+"""What the launch template tags: provider default_tags do not reach resources EC2 launches."""
+
+
+@dataclass(frozen=True)
+class NodeGroupArgs:
+    stack: str
+    region: str
+    group_name: str
+    """The node group's key in the region's spec."""
+    spec: NodeGroup
+    facts: InstanceType
+    """Catalog facts of ``spec.instance_types[0]`` (the spec requires all types of a group to agree)."""
+    cluster: eks.Cluster
+    node_role: aws.iam.Role
+    vpc_id: pulumi.Input[str]
+    subnet_ids: pulumi.Input[Sequence[str]]
+    """The region's private subnets."""
+    cluster_security_group_id: pulumi.Input[str]
+    """The EKS-created cluster security group; EFA interfaces must carry it themselves."""
+
+
+# Pure helpers.
+
+
+def root_volume_gib(facts: InstanceType) -> int:
+    return ACCELERATOR_ROOT_VOLUME_GIB if facts.accelerators > 0 else CPU_ROOT_VOLUME_GIB
+
+
+def launched_resource_tags(stack: str, aws_name: str, group_name: str) -> dict[str, str]:
+    return {**naming.aws_tags(stack), "Name": aws_name, NODE_GROUP_TAG: group_name}
+
+
+def subnet_filters(vpc_id: str, zone: str, subnet_ids: Sequence[str]) -> list[aws.ec2.GetSubnetsFilterArgsDict]:
+    """The region's private subnets that lie in ``zone``."""
+    return [
+        {"name": "vpc-id", "values": [vpc_id]},
+        {"name": "availability-zone", "values": [zone]},
+        {"name": "subnet-id", "values": list(subnet_ids)},
+    ]
+
+
+def zone_subnet_ids(group_name: str, zone: str, found: Sequence[str]) -> list[str]:
+    if not found:
+        raise ValueError(
+            f"node group {group_name!r}: the region has no private subnet in availability zone {zone!r}; "
+            "pick a zone of the VPC or add a private subnet there"
+        )
+    return sorted(found)
+
+
+def efa_description(instance_type: str, interfaces: int) -> str:
+    return f"{instance_type}: {interfaces} EFA interfaces (catalog checked against EC2)"
+
+
+# Children both components share.
+
+
+def _group_subnet_ids(parent: pulumi.Resource, args: NodeGroupArgs) -> pulumi.Input[Sequence[str]]:
+    """All private subnets, or only the pinned zone's (EFA and Capacity Blocks live in one zone)."""
+    zone = args.spec.availability_zone
+    if zone is None:
+        return args.subnet_ids
+    filters = pulumi.Output.all(vpc_id=args.vpc_id, subnet_ids=args.subnet_ids).apply(
+        lambda values: subnet_filters(values["vpc_id"], zone, values["subnet_ids"])
+    )
+    found = aws.ec2.get_subnets_output(filters=filters, opts=pulumi.InvokeOutputOptions(parent=parent))
+    return found.ids.apply(lambda ids: zone_subnet_ids(args.group_name, zone, ids))
+
+
+def _launch_template(
+    parent: pulumi.Resource,
+    args: NodeGroupArgs,
+    *,
+    description: pulumi.Input[str] | None = None,
+    network_interfaces: Sequence[aws.ec2.LaunchTemplateNetworkInterfaceArgsDict] | None = None,
+    placement: aws.ec2.LaunchTemplatePlacementArgs | None = None,
+) -> aws.ec2.LaunchTemplate:
+    aws_name = naming.node_group_name(args.stack, args.region, args.group_name)
+    tags = launched_resource_tags(args.stack, aws_name, args.group_name)
+    market: aws.ec2.LaunchTemplateInstanceMarketOptionsArgs | None = None
+    reservation: aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs | None = None
+    if args.spec.capacity_type == "capacity-block":
+        # https://docs.aws.amazon.com/eks/latest/userguide/capacity-blocks-mng.html
+        market = aws.ec2.LaunchTemplateInstanceMarketOptionsArgs(market_type="capacity-block")
+        reservation = aws.ec2.LaunchTemplateCapacityReservationSpecificationArgs(
+            capacity_reservation_target=aws.ec2.LaunchTemplateCapacityReservationSpecificationCapacityReservationTargetArgs(
+                capacity_reservation_id=args.spec.capacity_reservation_id
+            )
+        )
+    return aws.ec2.LaunchTemplate(
+        naming.platform_name(args.region, args.group_name, "lt"),
+        description=description,
+        metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
+            http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=IMDS_HOP_LIMIT
+        ),
+        block_device_mappings=[
+            aws.ec2.LaunchTemplateBlockDeviceMappingArgs(
+                device_name=ROOT_DEVICE_NAME,
+                ebs=aws.ec2.LaunchTemplateBlockDeviceMappingEbsArgs(
+                    volume_size=root_volume_gib(args.facts),
+                    volume_type="gp3",
+                    encrypted="true",
+                    delete_on_termination="true",
+                ),
+            )
+        ],
+        network_interfaces=network_interfaces,
+        placement=placement,
+        instance_market_options=market,
+        capacity_reservation_specification=reservation,
+        tag_specifications=[
+            aws.ec2.LaunchTemplateTagSpecificationArgs(resource_type=kind, tags=tags)
+            for kind in LAUNCHED_RESOURCE_TYPES
+        ],
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
+def _managed_node_group(
+    parent: pulumi.Resource,
+    args: NodeGroupArgs,
+    launch_template: aws.ec2.LaunchTemplate,
+    depends_on: Sequence[pulumi.Resource] = (),
+) -> pulumi.Output[str]:
+    """Create the EKS managed node group; return its AWS name."""
+    aws_name = naming.node_group_name(args.stack, args.region, args.group_name)
+    spec = args.spec
+    group = eks.ManagedNodeGroup(
+        naming.platform_name(args.region, args.group_name),
+        cluster=args.cluster,
+        node_role=args.node_role,
+        node_group_name=aws_name,
+        instance_types=list(spec.instance_types),
+        ami_type=args.facts.ami_type,
+        capacity_type=eks_capacity_type(spec.capacity_type),
+        scaling_config=aws.eks.NodeGroupScalingConfigArgs(
+            min_size=spec.min_size, max_size=spec.max_size, desired_size=spec.desired_size
+        ),
+        labels=scheduling.node_labels(args.group_name, spec.efa, args.facts),
+        taints=[
+            aws.eks.NodeGroupTaintArgs(key=taint.key, value=taint.value, effect=taint.eks_effect)
+            for taint in scheduling.node_taints(spec.efa, args.facts)
+        ],
+        launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
+            id=launch_template.id, version=launch_template.latest_version.apply(str)
+        ),
+        subnet_ids=_group_subnet_ids(parent, args),
+        opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
+    )
+    # The AWS name is the one we set; deriving it from the group's URN makes
+    # whoever uses it (add-ons that need nodes) wait for the node group.
+    return group.urn.apply(lambda _: aws_name)
+
+
+class GpuNodeGroup(pulumi.ComponentResource):
+    """A managed node group without EFA: GPU, Neuron or CPU nodes from our launch template."""
+
+    node_group_name: pulumi.Output[str]
+    """The managed node group's AWS name."""
+
+    def __init__(self, name: str, args: NodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("inference-fleet:platform:GpuNodeGroup", name, None, opts)
+        if args.spec.efa:
+            raise ValueError(f"node group {args.group_name!r} has efa: true; build it with EfaNodeGroup")
+        launch_template = _launch_template(self, args)
+        self.node_group_name = _managed_node_group(self, args, launch_template)
+        self.register_outputs({"node_group_name": self.node_group_name})
+
+
+class EfaNodeGroup(pulumi.ComponentResource):
+    """A managed node group whose nodes talk EFA to each other: every network card, one zone, one placement group."""
+
+    node_group_name: pulumi.Output[str]
+    """The managed node group's AWS name."""
+    placement_group_name: pulumi.Output[str]
+    """The cluster placement group every node launches into."""
+
+    def __init__(self, name: str, args: NodeGroupArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("inference-fleet:platform:EfaNodeGroup", name, None, opts)
+        if not args.spec.efa:
+            raise ValueError(f"node group {args.group_name!r} has efa: false; build it with GpuNodeGroup")
+        child = pulumi.ResourceOptions(parent=self)
+        aws_name = naming.node_group_name(args.stack, args.region, args.group_name)
+        instance_type = args.spec.instance_types[0]
+
+        # The catalog sized the interface list; EC2 must agree before any node launches.
+        reported = aws.ec2.get_instance_type_output(
+            instance_type=instance_type, opts=pulumi.InvokeOutputOptions(parent=self)
+        )
+        checked = reported.apply(
+            lambda facts: check_instance_facts(
+                instance_type, args.facts, facts.efa_supported, facts.efa_maximum_interfaces
+            )
+        )
+
+        placement_group = aws.ec2.PlacementGroup(
+            naming.platform_name(args.region, args.group_name, "pg"),
+            strategy="cluster",
+            tags={"Name": aws_name},
+            opts=child,
+        )
+        security_group = aws.ec2.SecurityGroup(
+            naming.platform_name(args.region, args.group_name, "efa"),
+            vpc_id=args.vpc_id,
+            description="EFA: all traffic between the nodes of one node group",
+            tags={"Name": f"{aws_name}-efa"},
+            opts=child,
+        )
+        # EFA requires the interfaces' security group to allow all traffic to and from itself.
+        # https://docs.aws.amazon.com/eks/latest/userguide/device-management-efa.html
+        ingress = aws.vpc.SecurityGroupIngressRule(
+            naming.platform_name(args.region, args.group_name, "efa-from-self"),
+            security_group_id=security_group.id,
+            referenced_security_group_id=security_group.id,
+            ip_protocol="-1",
+            description="EFA: all traffic from the node group itself",
+            opts=child,
+        )
+        egress = aws.vpc.SecurityGroupEgressRule(
+            naming.platform_name(args.region, args.group_name, "efa-to-self"),
+            security_group_id=security_group.id,
+            referenced_security_group_id=security_group.id,
+            ip_protocol="-1",
+            description="EFA: all traffic to the node group itself",
+            opts=child,
+        )
+
+        launch_template = _launch_template(
+            self,
+            args,
+            description=checked.apply(lambda interfaces: efa_description(instance_type, interfaces)),
+            network_interfaces=efa_network_interfaces(
+                args.facts.efa_interfaces, [security_group.id, args.cluster_security_group_id]
+            ),
+            placement=aws.ec2.LaunchTemplatePlacementArgs(group_name=placement_group.name),
+        )
+        # Nodes launch only once their EFA traffic is allowed.
+        self.node_group_name = _managed_node_group(self, args, launch_template, depends_on=[ingress, egress])
+        self.placement_group_name = placement_group.name
+        self.register_outputs(
+            {"node_group_name": self.node_group_name, "placement_group_name": self.placement_group_name}
+        )

@@ -1,0 +1,183 @@
+"""IAM policy documents of the regional platform, as plain dicts (pure: no invokes, no Outputs).
+
+Callers serialise at the boundary, inside one ``apply``:
+``Output.all(arn, key).apply(lambda a: json.dumps(workload_access(*a, region, sources)))``.
+Every list is sorted and de-duplicated, so the same input always gives byte-identical JSON
+(and a preview shows no spurious policy diff).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from components.naming import KV_PREFIX
+
+Document = dict[str, Any]
+Statement = dict[str, Any]
+
+VERSION = "2012-10-17"
+S3_SCHEME = "s3://"
+# IAM reads these as wildcards or policy variables in a resource or condition value, and has no
+# escape for them; a model source containing one would grant more than it names.
+_IAM_SPECIAL = frozenset("*?$")
+
+KV_OBJECT_ACTIONS = (
+    "s3:AbortMultipartUpload",
+    "s3:GetObject",
+    "s3:ListMultipartUploadParts",
+    "s3:PutObject",
+)
+"""Read and write KV under the prefix; no delete: objects leave by lifecycle expiration."""
+
+KMS_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
+
+
+def _document(statements: Iterable[Statement]) -> Document:
+    return {"Version": VERSION, "Statement": list(statements)}
+
+
+def _unique(values: Iterable[str]) -> list[str]:
+    return sorted(set(values))
+
+
+def bucket_arn_of(bucket: str) -> str:
+    return f"arn:aws:s3:::{bucket}"
+
+
+def deny_insecure_transport(bucket_arn: str) -> Document:
+    """Bucket policy refusing plain HTTP and TLS older than 1.2, on the bucket and every object.
+
+    Deny-only, so it is not "public" and coexists with Block Public Access (CIS AWS 3.1.1;
+    https://docs.aws.amazon.com/AmazonS3/latest/userguide/security-best-practices.html).
+    """
+    resources = _unique([bucket_arn, f"{bucket_arn}/*"])
+    return _document(
+        [
+            {
+                "Sid": "DenyInsecureTransport",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": resources,
+                "Condition": {"Bool": {"aws:SecureTransport": "false"}},
+            },
+            {
+                "Sid": "DenyTlsOlderThan12",
+                "Effect": "Deny",
+                "Principal": "*",
+                "Action": "s3:*",
+                "Resource": resources,
+                "Condition": {"NumericLessThan": {"s3:TlsVersion": "1.2"}},
+            },
+        ]
+    )
+
+
+def pod_identity_trust() -> Document:
+    """Trust policy of a role assumed through EKS Pod Identity (the agent also tags the session)."""
+    return _document(
+        [
+            {
+                "Sid": "EksPodIdentity",
+                "Effect": "Allow",
+                "Principal": {"Service": "pods.eks.amazonaws.com"},
+                "Action": ["sts:AssumeRole", "sts:TagSession"],
+            }
+        ]
+    )
+
+
+@dataclass(frozen=True)
+class S3Location:
+    bucket: str
+    prefix: str
+    """Key prefix without leading or trailing '/'; empty for the whole bucket."""
+
+
+def s3_location(uri: str) -> S3Location:
+    """``s3://bucket/some/prefix/`` -> (bucket, 'some/prefix'); refuses what IAM would read as a wildcard."""
+    if not uri.startswith(S3_SCHEME):
+        raise ValueError(f"model source {uri!r} is not an s3:// URI")
+    bucket, _, prefix = uri[len(S3_SCHEME) :].partition("/")
+    if not bucket:
+        raise ValueError(f"model source {uri!r} names no bucket")
+    special = sorted(_IAM_SPECIAL.intersection(uri))
+    if special:
+        raise ValueError(
+            f"model source {uri!r} contains {', '.join(special)}, which IAM reads as a wildcard or variable; "
+            "name the prefix without it"
+        )
+    return S3Location(bucket=bucket, prefix=prefix.strip("/"))
+
+
+def _read_statements(locations: Iterable[S3Location]) -> list[Statement]:
+    """Read-only access to each location: list its bucket only under the prefix, get objects only below it."""
+    prefixes: dict[str, set[str]] = {}
+    for location in locations:
+        prefixes.setdefault(location.bucket, set()).add(location.prefix)
+    objects: list[str] = []
+    statements: list[Statement] = []
+    for index, bucket in enumerate(sorted(prefixes)):
+        arn = bucket_arn_of(bucket)
+        listing: Statement = {
+            "Sid": f"ListModelSource{index}",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": arn,
+        }
+        if "" in prefixes[bucket]:  # the whole bucket is a source: nothing narrower to say
+            objects.append(f"{arn}/*")
+        else:
+            objects.extend(f"{arn}/{prefix}/*" for prefix in prefixes[bucket])
+            listing["Condition"] = {"StringLike": {"s3:prefix": _unique(f"{p}/*" for p in prefixes[bucket])}}
+        statements.append(listing)
+    if objects:
+        statements.append(
+            {"Sid": "ReadModelSources", "Effect": "Allow", "Action": "s3:GetObject", "Resource": _unique(objects)}
+        )
+    return statements
+
+
+def _cold_tier_statements(bucket_arn: str, kms_key_arn: str, region: str) -> list[Statement]:
+    return [
+        {
+            "Sid": "ListKvPrefix",
+            "Effect": "Allow",
+            "Action": "s3:ListBucket",
+            "Resource": bucket_arn,
+            "Condition": {"StringLike": {"s3:prefix": [f"{KV_PREFIX}/*"]}},
+        },
+        {
+            "Sid": "ReadWriteKvObjects",
+            "Effect": "Allow",
+            "Action": list(KV_OBJECT_ACTIONS),
+            "Resource": f"{bucket_arn}/{KV_PREFIX}/*",
+        },
+        {
+            # SSE-KMS: S3 asks KMS for data keys on the caller's behalf; only through S3 in this region.
+            "Sid": "UseColdTierKeyThroughS3",
+            "Effect": "Allow",
+            "Action": list(KMS_ACTIONS),
+            "Resource": kms_key_arn,
+            "Condition": {"StringEquals": {"kms:ViaService": f"s3.{region}.amazonaws.com"}},
+        },
+    ]
+
+
+def workload_access(
+    bucket_arn: str | None, kms_key_arn: str | None, region: str, model_sources: Sequence[str]
+) -> Document:
+    """Least privilege for inference pods: KV under ``mooncake-kv/`` of the cold tier, and read-only weights.
+
+    ``bucket_arn`` and ``kms_key_arn`` are both None in a region without a cold tier; the model
+    sources are granted either way. The document has no statement when there is nothing to grant.
+    """
+    if (bucket_arn is None) != (kms_key_arn is None):
+        raise ValueError("the cold tier's bucket ARN and KMS key ARN go together: give both or neither")
+    statements: list[Statement] = []
+    if bucket_arn is not None and kms_key_arn is not None:
+        statements.extend(_cold_tier_statements(bucket_arn, kms_key_arn, region))
+    statements.extend(_read_statements(s3_location(uri) for uri in _unique(model_sources)))
+    return _document(statements)

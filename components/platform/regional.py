@@ -1,0 +1,147 @@
+"""Everything one region runs before any workload: the RegionalPlatform component."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import naming
+from components.catalog import instance_catalog
+from components.platform.addons import ClusterAddons, ClusterAddonsArgs
+from components.platform.cluster import EksCluster, EksClusterArgs
+from components.platform.cold_tier import ColdTier, ColdTierArgs
+from components.platform.identity import WorkloadIdentity, WorkloadIdentityArgs
+from components.platform.load_balancer import LoadBalancerController, LoadBalancerControllerArgs
+from components.platform.network import Network, NetworkArgs
+from components.platform.node_groups import EfaNodeGroup, GpuNodeGroup, NodeGroupArgs
+from components.spec.region import Region
+
+
+@dataclass(frozen=True)
+class RegionalPlatformArgs:
+    stack: str
+    region: str
+    spec: Region
+    namespaces: tuple[str, ...]
+    """Namespaces the region's endpoints run in; each gets the workload identity."""
+    model_sources: tuple[str, ...]
+    """s3:// URIs the region's endpoints load weights from."""
+
+
+class RegionalPlatform(pulumi.ComponentResource):
+    """Network, EKS cluster, node groups, add-ons, load balancer controller, cold tier and
+    workload identity of one region. Create it with ``providers={"aws": <the region's provider>}``:
+    every AWS child inherits that provider."""
+
+    cluster: EksCluster
+    kubernetes: k8s.Provider
+    node_group_names: dict[str, pulumi.Output[str]]
+    cold_tier: ColdTier | None
+    workload_role_arn: pulumi.Output[str]
+
+    def __init__(self, name: str, args: RegionalPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("inference-fleet:platform:RegionalPlatform", name, None, opts)
+        region, spec = args.region, args.spec
+        child = pulumi.ResourceOptions(parent=self)
+        catalog = instance_catalog()
+
+        network = Network(naming.platform_name(region, "network"), NetworkArgs(region=region, vpc=spec.vpc), child)
+        self.cluster = EksCluster(
+            naming.platform_name(region, "cluster"),
+            EksClusterArgs(
+                stack=args.stack,
+                region=region,
+                kubernetes_version=spec.kubernetes_version,
+                vpc_id=network.vpc_id,
+                private_subnet_ids=network.private_subnet_ids,
+                public_subnet_ids=network.public_subnet_ids,
+                protect=spec.protect,
+            ),
+            child,
+        )
+        self.kubernetes = self.cluster.kubernetes
+
+        groups: dict[str, GpuNodeGroup | EfaNodeGroup] = {}
+        for group_name, group in spec.node_groups.items():
+            group_args = NodeGroupArgs(
+                stack=args.stack,
+                region=region,
+                group_name=group_name,
+                spec=group,
+                facts=catalog.instance_types[group.instance_types[0]],
+                cluster=self.cluster.cluster,
+                node_role=self.cluster.node_role,
+                vpc_id=network.vpc_id,
+                subnet_ids=network.private_subnet_ids,
+                cluster_security_group_id=self.cluster.cluster_security_group_id,
+            )
+            component = EfaNodeGroup if group.efa else GpuNodeGroup
+            groups[group_name] = component(naming.platform_name(region, "nodes", group_name), group_args, child)
+        self.node_group_names = {group_name: group.node_group_name for group_name, group in groups.items()}
+
+        facts = {name: catalog.instance_types[group.instance_types[0]] for name, group in spec.node_groups.items()}
+        system_groups = [groups[name] for name, fact in facts.items() if fact.accelerators == 0]
+        addons = ClusterAddons(
+            naming.platform_name(region, "addons"),
+            ClusterAddonsArgs(
+                region=region,
+                cluster_name=self.cluster.cluster_name,
+                kubernetes=self.kubernetes,
+                nodes=system_groups,
+                gpu_nodes=any(fact.accelerator == "nvidia" for fact in facts.values()),
+                efa_nodes=any(group.efa for group in spec.node_groups.values()),
+            ),
+            child,
+        )
+        LoadBalancerController(
+            naming.platform_name(region, "lb-controller"),
+            LoadBalancerControllerArgs(
+                region=region,
+                cluster_name=self.cluster.name,
+                vpc_id=network.vpc_id,
+                ingress=spec.ingress,
+                kubernetes=self.kubernetes,
+                addons=addons,
+            ),
+            child,
+        )
+
+        self.cold_tier = None
+        if spec.cold_tier.enabled:
+            self.cold_tier = ColdTier(
+                naming.platform_name(region, "cold-tier"),
+                ColdTierArgs(stack=args.stack, region=region, settings=spec.cold_tier),
+                child,
+            )
+        identity = WorkloadIdentity(
+            naming.platform_name(region, "workload-identity"),
+            WorkloadIdentityArgs(
+                region=region,
+                cluster_name=self.cluster.cluster_name,
+                namespaces=args.namespaces,
+                cold_tier=self.cold_tier,
+                model_sources=args.model_sources,
+            ),
+            child,
+        )
+        self.workload_role_arn = identity.role_arn
+        self.register_outputs(
+            {
+                "cluster_name": self.cluster.cluster_name,
+                "endpoint": self.cluster.endpoint,
+                "node_group_names": self.node_group_names,
+                "workload_role_arn": self.workload_role_arn,
+            }
+        )
+
+    def summary(self) -> dict[str, pulumi.Input[object]]:
+        """What the stack exports about this region (the kubeconfig, a secret, goes separately)."""
+        return {
+            "cluster_name": self.cluster.cluster_name,
+            "cluster_endpoint": self.cluster.endpoint,
+            "node_groups": self.node_group_names,
+            "cold_tier_bucket": self.cold_tier.bucket_name if self.cold_tier is not None else None,
+            "workload_role_arn": self.workload_role_arn,
+        }

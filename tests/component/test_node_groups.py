@@ -1,0 +1,439 @@
+"""EfaNodeGroup and GpuNodeGroup under the recording mocks: what a region's node groups register."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.catalog import instance_catalog
+from fleetctl import mocks
+from fleetctl.plan import Plan, ProgramError
+from tests.component.programs import by_type, run_snippet
+
+PROVIDER_URN = "urn:pulumi:test::inference-fleet::pulumi:providers:aws::aws-us-east-1"
+CLUSTER_SECURITY_GROUP = "sg-offline-c-cluster"
+"""What the mocks answer for the cluster ``c``'s EKS-created security group."""
+PRIVATE_SUBNETS = ["subnet-a", "subnet-b", "subnet-c"]
+ZONE_SUBNET = "subnet-offline-vpc-1-us-east-1a"
+"""The mocks' getSubnets answer for vpc-1 filtered to us-east-1a."""
+RESERVATION = "cr-0123456789abcdef0"
+
+EFA = "EfaNodeGroup"
+GPU = "GpuNodeGroup"
+GROUPS: dict[str, tuple[str, dict[str, Any]]] = {
+    "p5": (EFA, {"instance_types": ["p5.48xlarge"], "efa": True, "availability_zone": "us-east-1a"}),
+    "p5en": (
+        EFA,
+        {"instance_types": ["p5en.48xlarge"], "efa": True, "availability_zone": "us-east-1a", "capacity_type": "spot"},
+    ),
+    "p4d": (
+        EFA,
+        {
+            "instance_types": ["p4d.24xlarge"],
+            "efa": True,
+            "availability_zone": "us-east-1a",
+            "capacity_type": "capacity-block",
+            "capacity_reservation_id": RESERVATION,
+        },
+    ),
+    "g6e": (GPU, {"instance_types": ["g6e.12xlarge"]}),
+    "g6e-block": (
+        GPU,
+        {
+            "instance_types": ["g6e.12xlarge"],
+            "availability_zone": "us-east-1a",
+            "capacity_type": "capacity-block",
+            "capacity_reservation_id": RESERVATION,
+        },
+    ),
+    "system": (GPU, {"instance_types": ["c6i.xlarge"]}),
+}
+EFA_GROUPS = [group for group, (component, _) in GROUPS.items() if component == EFA]
+
+
+def program(component: str, group: str, spec: Mapping[str, Any]) -> str:
+    full_spec = {"min_size": 0, "max_size": 4, "desired_size": 2, **spec}
+    return f"""
+import json
+import pulumi_eks as eks
+from components.catalog import instance_catalog
+from components.platform.node_groups import {component}, NodeGroupArgs
+from components.spec.region import NodeGroup
+
+provider = aws.Provider("aws-us-east-1", region="us-east-1")
+role = aws.iam.Role("node-role", assume_role_policy="{{}}", opts=pulumi.ResourceOptions(provider=provider))
+cluster = eks.Cluster(
+    "c",
+    vpc_id="vpc-1",
+    private_subnet_ids={PRIVATE_SUBNETS!r},
+    skip_default_node_group=True,
+    provider_credential_opts=eks.KubeconfigOptionsArgs(),
+    opts=pulumi.ResourceOptions(provider=provider),
+)
+spec = NodeGroup.model_validate(json.loads({json.dumps(full_spec)!r}))
+args = NodeGroupArgs(
+    stack="test",
+    region="us-east-1",
+    group_name={group!r},
+    spec=spec,
+    facts=instance_catalog().instance_types[spec.instance_types[0]],
+    cluster=cluster,
+    node_role=role,
+    vpc_id="vpc-1",
+    subnet_ids={PRIVATE_SUBNETS!r},
+    cluster_security_group_id=cluster.cluster_security_group_id,
+)
+group = {component}("us-east-1-{group}", args, opts=pulumi.ResourceOptions(providers={{"aws": provider}}))
+pulumi.export("node_group_name", group.node_group_name)
+pulumi.export("placement_group_name", getattr(group, "placement_group_name", None))
+"""
+
+
+def run_group(tmp_path: Path, group: str) -> Plan:
+    component, spec = GROUPS[group]
+    return run_snippet(tmp_path, program(component, group, spec))
+
+
+@pytest.fixture(scope="module")
+def plan_of(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Plan]:
+    plans: dict[str, Plan] = {}
+
+    def get(group: str) -> Plan:
+        if group not in plans:
+            plans[group] = run_group(tmp_path_factory.mktemp(group), group)
+        return plans[group]
+
+    return get
+
+
+def one(plan: Plan, resource_type: str) -> dict[str, Any]:
+    (resource,) = by_type(plan, resource_type)
+    return resource
+
+
+def launch_template(plan: Plan) -> dict[str, Any]:
+    inputs: dict[str, Any] = one(plan, "aws:ec2/launchTemplate:LaunchTemplate")["inputs"]
+    return inputs
+
+
+def node_group(plan: Plan) -> dict[str, Any]:
+    return one(plan, "eks:index:ManagedNodeGroup")
+
+
+def mock_id(resource: Mapping[str, Any]) -> str:
+    """The id the mocks give a created resource (``FleetMocks.new_resource``)."""
+    return f"{resource['name']}-id"
+
+
+# EFA network interfaces.
+
+
+@pytest.mark.parametrize(("group", "interfaces"), [("p5", 32), ("p5en", 16), ("p4d", 4)])
+def test_efa_launch_template_has_one_interface_per_network_card_efa_first_then_efa_only(
+    plan_of: Callable[[str], Plan], group: str, interfaces: int
+) -> None:
+    listed = launch_template(plan_of(group))["networkInterfaces"]
+    assert len(listed) == interfaces
+    assert [item["networkCardIndex"] for item in listed] == list(range(interfaces))
+    assert [(item["interfaceType"], item["deviceIndex"]) for item in listed] == [("efa", 0)] + [("efa-only", 1)] * (
+        interfaces - 1
+    )
+    assert all(item["deleteOnTermination"] == "true" for item in listed)
+    assert all(item["associatePublicIpAddress"] == "false" for item in listed)
+
+
+@pytest.mark.parametrize("group", EFA_GROUPS)
+def test_every_efa_interface_carries_the_efa_and_the_cluster_security_groups(
+    plan_of: Callable[[str], Plan], group: str
+) -> None:
+    plan = plan_of(group)
+    efa_group = mock_id(one(plan, "aws:ec2/securityGroup:SecurityGroup"))
+    for interface in launch_template(plan)["networkInterfaces"]:
+        assert interface["securityGroups"] == [efa_group, CLUSTER_SECURITY_GROUP]
+        assert "subnetId" not in interface
+
+
+@pytest.mark.parametrize("group", EFA_GROUPS)
+def test_efa_launch_template_sets_security_groups_only_on_the_interfaces(
+    plan_of: Callable[[str], Plan], group: str
+) -> None:
+    template = launch_template(plan_of(group))
+    assert "vpcSecurityGroupIds" not in template
+    assert "securityGroupNames" not in template
+
+
+@pytest.mark.parametrize("group", EFA_GROUPS)
+def test_efa_launch_template_records_the_instance_type_check(plan_of: Callable[[str], Plan], group: str) -> None:
+    plan = plan_of(group)
+    instance_type = GROUPS[group][1]["instance_types"][0]
+    count = instance_catalog().instance_types[instance_type].efa_interfaces
+    assert (
+        launch_template(plan)["description"] == f"{instance_type}: {count} EFA interfaces (catalog checked against EC2)"
+    )
+
+
+# Placement, zone and security group.
+
+
+@pytest.mark.parametrize("group", EFA_GROUPS)
+def test_efa_nodes_launch_into_a_cluster_placement_group(plan_of: Callable[[str], Plan], group: str) -> None:
+    plan = plan_of(group)
+    placement_group = one(plan, "aws:ec2/placementGroup:PlacementGroup")
+    assert placement_group["inputs"]["strategy"] == "cluster"
+    assert launch_template(plan)["placement"] == {"groupName": placement_group["name"]}
+    assert plan.outputs["placement_group_name"] == placement_group["name"]
+
+
+@pytest.mark.parametrize("group", [*EFA_GROUPS, "g6e-block"])
+def test_a_group_pinned_to_a_zone_gets_only_that_zones_subnet(plan_of: Callable[[str], Plan], group: str) -> None:
+    assert node_group(plan_of(group))["inputs"]["subnetIds"] == [ZONE_SUBNET]
+
+
+def test_the_zone_subnet_lookup_filters_by_vpc_zone_and_the_regions_private_subnets(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    seen: list[Mapping[str, Any]] = []
+    answer = mocks.INVOKES["aws:ec2/getSubnets:getSubnets"]
+
+    def recording(args: Mapping[str, Any]) -> dict[str, Any]:
+        seen.append(args)
+        return answer(args)
+
+    monkeypatch.setitem(mocks.INVOKES, "aws:ec2/getSubnets:getSubnets", recording)
+    run_group(tmp_path, "p5")
+    (args,) = seen
+    filters = {item["name"]: list(item["values"]) for item in args["filters"]}
+    assert filters == {"vpc-id": ["vpc-1"], "availability-zone": ["us-east-1a"], "subnet-id": PRIVATE_SUBNETS}
+
+
+def test_a_zone_without_a_private_subnet_fails_the_deployment_naming_group_and_zone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(mocks.INVOKES, "aws:ec2/getSubnets:getSubnets", lambda args: {"ids": [], "id": "none"})
+    with pytest.raises(ProgramError, match=r"node group 'p5': the region has no private subnet in .*'us-east-1a'"):
+        run_group(tmp_path, "p5")
+
+
+@pytest.mark.parametrize("group", EFA_GROUPS)
+def test_efa_security_group_allows_all_traffic_to_and_from_itself(plan_of: Callable[[str], Plan], group: str) -> None:
+    plan = plan_of(group)
+    security_group = one(plan, "aws:ec2/securityGroup:SecurityGroup")
+    assert security_group["inputs"]["vpcId"] == "vpc-1"
+    for rule_type in (
+        "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule",
+        "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule",
+    ):
+        rule = one(plan, rule_type)["inputs"]
+        assert rule["securityGroupId"] == mock_id(security_group)
+        assert rule["referencedSecurityGroupId"] == mock_id(security_group)
+        assert rule["ipProtocol"] == "-1"
+        assert not {"cidrIpv4", "cidrIpv6", "prefixListId", "fromPort", "toPort"} & set(rule)
+
+
+@pytest.mark.parametrize("group", EFA_GROUPS)
+def test_efa_nodes_launch_only_after_the_self_rules_exist(plan_of: Callable[[str], Plan], group: str) -> None:
+    plan = plan_of(group)
+    rules = by_type(plan, "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule") + by_type(
+        plan, "aws:vpc/securityGroupEgressRule:SecurityGroupEgressRule"
+    )
+    assert sorted(node_group(plan)["options"]["dependsOn"]) == sorted(rule["urn"] for rule in rules)
+
+
+# The managed node group.
+
+
+@pytest.mark.parametrize("group", EFA_GROUPS)
+def test_efa_nodes_are_tainted_for_gpus_and_efa_and_labelled_as_efa(plan_of: Callable[[str], Plan], group: str) -> None:
+    inputs = node_group(plan_of(group))["inputs"]
+    assert inputs["taints"] == [
+        {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"},
+        {"key": "vpc.amazonaws.com/efa", "value": "true", "effect": "NO_SCHEDULE"},
+    ]
+    assert inputs["labels"] == {
+        "inference-fleet/node-group": group,
+        "inference-fleet/accelerator": "nvidia",
+        "inference-fleet/efa": "true",
+    }
+
+
+def test_gpu_nodes_without_efa_are_tainted_for_gpus_only(plan_of: Callable[[str], Plan]) -> None:
+    inputs = node_group(plan_of("g6e"))["inputs"]
+    assert inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
+    assert inputs["labels"] == {"inference-fleet/node-group": "g6e", "inference-fleet/accelerator": "nvidia"}
+
+
+def test_cpu_nodes_carry_no_taints(plan_of: Callable[[str], Plan]) -> None:
+    inputs = node_group(plan_of("system"))["inputs"]
+    assert inputs.get("taints", []) == []
+    assert inputs["labels"]["inference-fleet/accelerator"] == "none"
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_ami_type_comes_from_the_catalog(plan_of: Callable[[str], Plan], group: str) -> None:
+    instance_type = GROUPS[group][1]["instance_types"][0]
+    expected = instance_catalog().instance_types[instance_type].ami_type
+    assert node_group(plan_of(group))["inputs"]["amiType"] == expected
+
+
+def test_ami_types_differ_between_gpu_and_cpu_groups(plan_of: Callable[[str], Plan]) -> None:
+    assert node_group(plan_of("g6e"))["inputs"]["amiType"] == "AL2023_x86_64_NVIDIA"
+    assert node_group(plan_of("system"))["inputs"]["amiType"] == "AL2023_x86_64_STANDARD"
+
+
+@pytest.mark.parametrize(
+    ("group", "capacity_type"),
+    [
+        ("p5", "ON_DEMAND"),
+        ("p5en", "SPOT"),
+        ("p4d", "CAPACITY_BLOCK"),
+        ("g6e", "ON_DEMAND"),
+        ("g6e-block", "CAPACITY_BLOCK"),
+    ],
+)
+def test_capacity_type_uses_the_eks_spelling(plan_of: Callable[[str], Plan], group: str, capacity_type: str) -> None:
+    assert node_group(plan_of(group))["inputs"]["capacityType"] == capacity_type
+
+
+@pytest.mark.parametrize("group", ["p4d", "g6e-block"])
+def test_capacity_block_groups_launch_into_their_reservation(plan_of: Callable[[str], Plan], group: str) -> None:
+    template = launch_template(plan_of(group))
+    assert template["instanceMarketOptions"] == {"marketType": "capacity-block"}
+    assert template["capacityReservationSpecification"] == {
+        "capacityReservationTarget": {"capacityReservationId": RESERVATION}
+    }
+
+
+@pytest.mark.parametrize("group", ["p5", "p5en", "g6e", "system"])
+def test_other_capacity_types_target_no_reservation(plan_of: Callable[[str], Plan], group: str) -> None:
+    template = launch_template(plan_of(group))
+    assert "instanceMarketOptions" not in template
+    assert "capacityReservationSpecification" not in template
+
+
+def test_node_group_scaling_name_and_launch_template_version(plan_of: Callable[[str], Plan]) -> None:
+    plan = plan_of("p5")
+    inputs = node_group(plan)["inputs"]
+    template = one(plan, "aws:ec2/launchTemplate:LaunchTemplate")
+    assert inputs["scalingConfig"] == {"minSize": 0, "maxSize": 4, "desiredSize": 2}
+    assert inputs["instanceTypes"] == ["p5.48xlarge"]
+    assert inputs["nodeGroupName"] == "inference-fleet-test-us-east-1-p5"
+    assert inputs["launchTemplate"] == {"id": mock_id(template), "version": "1"}
+    assert inputs["cluster"] == "urn:pulumi:test::inference-fleet::eks:index:Cluster::c"
+    assert inputs["nodeRole"] == "urn:pulumi:test::inference-fleet::aws:iam/role:Role::node-role"
+    assert plan.outputs["node_group_name"] == "inference-fleet-test-us-east-1-p5"
+
+
+# The launch template every group shares.
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_launch_templates_require_imdsv2_reachable_from_pods(plan_of: Callable[[str], Plan], group: str) -> None:
+    assert launch_template(plan_of(group))["metadataOptions"] == {
+        "httpEndpoint": "enabled",
+        "httpTokens": "required",
+        "httpPutResponseHopLimit": 2,
+    }
+
+
+@pytest.mark.parametrize(("group", "size"), [("p5", 200), ("g6e", 200), ("system", 50)])
+def test_root_volume_is_encrypted_gp3_sized_for_the_nodes_images(
+    plan_of: Callable[[str], Plan], group: str, size: int
+) -> None:
+    assert launch_template(plan_of(group))["blockDeviceMappings"] == [
+        {
+            "deviceName": "/dev/xvda",
+            "ebs": {"volumeSize": size, "volumeType": "gp3", "encrypted": "true", "deleteOnTermination": "true"},
+        }
+    ]
+
+
+def test_launched_instances_volumes_and_interfaces_are_tagged(plan_of: Callable[[str], Plan]) -> None:
+    specifications = launch_template(plan_of("g6e"))["tagSpecifications"]
+    assert [item["resourceType"] for item in specifications] == ["instance", "volume", "network-interface"]
+    for item in specifications:
+        assert item["tags"] == {
+            "Name": "inference-fleet-test-us-east-1-g6e",
+            "inference-fleet:node-group": "g6e",
+            "inference-fleet:stack": "test",
+            "managed-by": "pulumi",
+        }
+
+
+# GPU groups without EFA.
+
+
+@pytest.mark.parametrize("group", ["g6e", "g6e-block", "system"])
+def test_a_group_without_efa_has_no_efa_interfaces_placement_group_or_security_group(
+    plan_of: Callable[[str], Plan], group: str
+) -> None:
+    plan = plan_of(group)
+    template = launch_template(plan)
+    assert "networkInterfaces" not in template
+    assert "placement" not in template
+    assert by_type(plan, "aws:ec2/placementGroup:PlacementGroup") == []
+    assert by_type(plan, "aws:ec2/securityGroup:SecurityGroup") == []
+    assert "vpc.amazonaws.com/efa" not in json.dumps(node_group(plan)["inputs"].get("taints", []))
+    assert plan.outputs.get("placement_group_name") is None
+
+
+def test_a_group_without_a_zone_uses_every_private_subnet(plan_of: Callable[[str], Plan]) -> None:
+    assert node_group(plan_of("g6e"))["inputs"]["subnetIds"] == PRIVATE_SUBNETS
+
+
+# Providers and failures.
+
+
+@pytest.mark.parametrize("group", ["p5", "g6e"])
+def test_every_child_uses_the_regional_provider(plan_of: Callable[[str], Plan], group: str) -> None:
+    plan = plan_of(group)
+    component_urn = f"urn:pulumi:test::inference-fleet::inference-fleet:platform:{GROUPS[group][0]}::us-east-1-{group}"
+    children = [resource for resource in plan.resources if resource["parent"] == component_urn]
+    assert {child["type"] for child in children} >= {
+        "aws:ec2/launchTemplate:LaunchTemplate",
+        "eks:index:ManagedNodeGroup",
+    }
+    for child in children:
+        if child["custom"]:
+            assert child["provider"] == PROVIDER_URN, child["urn"]
+        else:
+            assert child["options"]["providers"] == {"aws": PROVIDER_URN}, child["urn"]
+
+
+def test_deployment_fails_naming_both_values_when_ec2_disagrees_with_the_catalog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    answer = mocks.INVOKES["aws:ec2/getInstanceType:getInstanceType"]
+
+    def disagreeing(args: Mapping[str, Any]) -> dict[str, Any]:
+        return {**answer(args), "efaMaximumInterfaces": 16}
+
+    monkeypatch.setitem(mocks.INVOKES, "aws:ec2/getInstanceType:getInstanceType", disagreeing)
+    with pytest.raises(ProgramError, match=r"p5\.48xlarge: .*efa_interfaces 32, .*efa_maximum_interfaces 16"):
+        run_group(tmp_path, "p5")
+
+
+def test_deployment_fails_when_ec2_reports_no_efa(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    answer = mocks.INVOKES["aws:ec2/getInstanceType:getInstanceType"]
+    monkeypatch.setitem(
+        mocks.INVOKES,
+        "aws:ec2/getInstanceType:getInstanceType",
+        lambda args: {**answer(args), "efaSupported": False, "efaMaximumInterfaces": 0},
+    )
+    with pytest.raises(ProgramError, match=r"p4d\.24xlarge: EC2 reports .* does not support EFA"):
+        run_group(tmp_path, "p4d")
+
+
+def test_efa_node_group_refuses_a_spec_without_efa(tmp_path: Path) -> None:
+    _, spec = GROUPS["g6e"]
+    with pytest.raises(ProgramError, match=r"node group 'g6e' has efa: false; build it with GpuNodeGroup"):
+        run_snippet(tmp_path, program(EFA, "g6e", spec))
+
+
+def test_gpu_node_group_refuses_an_efa_spec(tmp_path: Path) -> None:
+    _, spec = GROUPS["p5"]
+    with pytest.raises(ProgramError, match=r"node group 'p5' has efa: true; build it with EfaNodeGroup"):
+        run_snippet(tmp_path, program(GPU, "p5", spec))

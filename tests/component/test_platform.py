@@ -1,0 +1,140 @@
+"""The regional platform of the example stacks, as the offline plan records it."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from typing import Any
+
+import pytest
+
+from components import scheduling
+from components.catalog import pins
+from fleetctl.plan import SECRET, Plan, region_of, run_program
+from fleetctl.stackfile import read_stack_file, stack_path
+from tests.component.programs import by_type
+
+PROD_REGIONS = ("us-east-1", "eu-west-1")
+
+
+@cache
+def plan_of(stack: str) -> Plan:
+    return run_program(read_stack_file(stack_path(stack)))
+
+
+def in_region(plan: Plan, resource_type: str, region: str) -> list[dict[str, Any]]:
+    by_urn = {resource["urn"]: resource for resource in plan.resources}
+    return [resource for resource in by_type(plan, resource_type) if region_of(resource, by_urn) == region]
+
+
+def one(plan: Plan, resource_type: str, region: str, name: str | None = None) -> dict[str, Any]:
+    found = [r for r in in_region(plan, resource_type, region) if name is None or r["name"] == name]
+    assert len(found) == 1, [r["name"] for r in found]
+    return found[0]
+
+
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_every_aws_resource_of_a_region_uses_that_regions_provider(region: str) -> None:
+    plan = plan_of("prod")
+    provider = one(plan, "pulumi:providers:aws", region)
+    aws_resources = [r for r in plan.resources if r["type"].startswith("aws:") and f"{region}-" in r["name"]]
+    assert aws_resources
+    by_urn = {resource["urn"]: resource for resource in plan.resources}
+    assert {region_of(resource, by_urn) for resource in aws_resources} == {region}
+    platform = one(plan, "inference-fleet:platform:RegionalPlatform", region)
+    assert platform["options"]["providers"]["aws"] == provider["urn"]
+
+
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_the_created_vpc_spans_the_configured_zones_with_nat_and_load_balancer_tags(region: str) -> None:
+    vpc = one(plan_of("prod"), "awsx:ec2:Vpc", region)["inputs"]
+    zones = {"us-east-1": ["us-east-1a", "us-east-1b", "us-east-1c"], "eu-west-1": ["eu-west-1a", "eu-west-1b"]}
+    assert vpc["availabilityZoneNames"] == zones[region]
+    assert vpc["natGateways"] == {"strategy": "OnePerAz"}
+    specs = {spec["type"]: spec for spec in vpc["subnetSpecs"]}
+    assert specs["Private"] == {"type": "Private", "cidrMask": 19, "tags": {"kubernetes.io/role/internal-elb": "1"}}
+    assert specs["Public"] == {"type": "Public", "cidrMask": 22, "tags": {"kubernetes.io/role/elb": "1"}}
+
+
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_the_eks_cluster_is_pinned_private_to_managed_groups_and_protected(region: str) -> None:
+    cluster = one(plan_of("prod"), "eks:index:Cluster", region)
+    inputs = cluster["inputs"]
+    assert inputs["name"] == f"inference-fleet-prod-{region}"
+    assert inputs["version"] == "1.34"
+    assert inputs["authenticationMode"] == "API"
+    assert inputs["upgradePolicy"] == {"supportType": "STANDARD"}
+    assert inputs["skipDefaultNodeGroup"] is True
+    assert inputs["corednsAddonOptions"]["enabled"] is False
+    assert set(inputs["enabledClusterLogTypes"]) == {"api", "audit", "authenticator", "controllerManager", "scheduler"}
+    assert inputs["deletionProtection"] is True
+    assert cluster["options"]["protect"] is True
+
+
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_node_add_ons_wait_for_the_system_node_group(region: str) -> None:
+    plan = plan_of("prod")
+    system = one(plan, "eks:index:ManagedNodeGroup", region, f"{region}-system")
+    for addon in ("coredns", "eks-pod-identity-agent"):
+        resource = one(plan, "aws:eks/addon:Addon", region, f"{region}-{addon}")
+        assert resource["inputs"]["addonName"] == addon
+        assert system["urn"] in resource["options"]["dependsOn"]
+
+
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_device_plugins_tolerate_and_select_the_gpu_and_efa_nodes(region: str) -> None:
+    plan = plan_of("prod")
+    releases = {r["inputs"]["chart"]: r["inputs"] for r in in_region(plan, "kubernetes:helm.sh/v3:Release", region)}
+    charts = pins().charts
+    nvidia = releases[charts.nvidia_device_plugin.chart]
+    efa = releases[charts.efa_device_plugin.chart]
+    assert nvidia["version"] == charts.nvidia_device_plugin.version
+    assert efa["version"] == charts.efa_device_plugin.version
+    expected = [scheduling.GPU_TAINT.toleration(), scheduling.EFA_TAINT.toleration()]
+    assert nvidia["values"]["tolerations"] == expected
+    assert efa["values"]["tolerations"] == expected
+    assert nvidia["values"]["nodeSelector"] == {scheduling.ACCELERATOR_LABEL: "nvidia"}
+    assert nvidia["values"]["mofedEnabled"] is False
+    assert efa["values"]["nodeSelector"] == {scheduling.EFA_LABEL: "true"}
+
+
+def test_a_stack_without_efa_groups_installs_no_efa_plugin() -> None:
+    charts = [r["inputs"]["chart"] for r in by_type(plan_of("dev"), "kubernetes:helm.sh/v3:Release")]
+    assert pins().charts.efa_device_plugin.chart not in charts
+    assert pins().charts.nvidia_device_plugin.chart in charts
+
+
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_the_load_balancer_controller_runs_under_pod_identity_with_the_regions_scheme(region: str) -> None:
+    plan = plan_of("prod")
+    release = one(plan, "kubernetes:helm.sh/v3:Release", region, f"{region}-lb-controller")["inputs"]
+    assert release["version"] == pins().charts.aws_load_balancer_controller.version
+    assert release["values"]["ingressClassParams"]["spec"]["scheme"] == "internal"
+    assert release["values"]["clusterName"] == f"inference-fleet-prod-{region}"
+    association = one(plan, "aws:eks/podIdentityAssociation:PodIdentityAssociation", region, f"{region}-lb-controller")
+    assert association["inputs"]["serviceAccount"] == "aws-load-balancer-controller"
+    assert association["inputs"]["namespace"] == "kube-system"
+    role = one(plan, "aws:iam/role:Role", region, f"{region}-lb-controller")
+    trust = json.loads(role["inputs"]["assumeRolePolicy"])
+    assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+
+
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_each_region_has_its_own_kubernetes_provider_with_a_secret_kubeconfig(region: str) -> None:
+    plan = plan_of("prod")
+    provider = one(plan, "pulumi:providers:kubernetes", region)
+    assert provider["inputs"]["kubeconfig"] == SECRET
+    helm = in_region(plan, "kubernetes:helm.sh/v3:Release", region)
+    assert helm
+    assert {release["provider"] for release in helm} == {provider["urn"]}
+
+
+def test_stack_outputs_name_each_regions_cluster_and_keep_kubeconfigs_secret() -> None:
+    outputs = plan_of("prod").outputs
+    assert outputs["kubeconfigs"] == SECRET
+    east = outputs["regions"]["us-east-1"]
+    assert east["cluster_name"] == "inference-fleet-prod-us-east-1"
+    assert east["cluster_endpoint"].startswith("https://")
+    assert set(east["node_groups"]) == {"system", "p5", "g6e"}
+    assert east["cold_tier_bucket"] == "inference-fleet-prod-kv-123456789012-us-east-1"
+    assert plan_of("dev").outputs["regions"]["us-west-2"]["cold_tier_bucket"] is None
