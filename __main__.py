@@ -12,13 +12,14 @@ from components.fleet import Fleet, FleetArgs
 from components.spec import CONFIG_KEYS, SpecError, parse_stack_config
 
 config = pulumi.Config()
+stack = pulumi.get_stack()
 try:
-    spec = parse_stack_config({key: config.get_object(key) for key in CONFIG_KEYS if config.get(key) is not None})
+    raw = {key: config.get_object(key) for key in CONFIG_KEYS if config.get(key) is not None}
+    spec = parse_stack_config(raw, stack=stack)
 except SpecError as error:
     # Every problem at once, before any resource is registered; no traceback.
     raise pulumi.RunError(f"invalid stack config:\n{error}") from None
 
-stack = pulumi.get_stack()
 providers = {
     region: aws.Provider(
         naming.aws_provider_name(region),

@@ -41,7 +41,7 @@ def _report(problems: Sequence[Problem | str]) -> int:
 def _load(arguments: argparse.Namespace) -> tuple[StackFile, StackSpec]:
     path = arguments.stack_file or stack_path(arguments.stack or DEFAULT_STACK)
     stack_file = read_stack_file(path)
-    return stack_file, parse_stack_config(stack_file.project_config)
+    return stack_file, parse_stack_config(stack_file.project_config, stack=stack_file.stack)
 
 
 def _display(path: Path) -> str:

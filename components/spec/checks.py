@@ -7,6 +7,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from components import naming
 from components.catalog import InstanceCatalog, InstanceType
 from components.naming import MAX_ENDPOINT_NAME_LENGTH
 from components.spec.base import is_dns_1035_label
@@ -125,6 +126,49 @@ def _zone_problems(path: list[str | int], region_name: str, region: Region, zone
             )
         ]
     return []
+
+
+# Limits of the AWS names derived from the stack, region and group names.
+_EKS_CLUSTER_NAME_MAX = 100
+_EKS_NODE_GROUP_NAME_MAX = 63
+_S3_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9-]{1,61}[a-z0-9]$")
+_ACCOUNT_ID_PLACEHOLDER = "0" * 12  # every account id has 12 digits
+
+
+def check_derived_names(stack: str, name: str, region: Region) -> list[Problem]:
+    """The AWS names built from the stack name must fit AWS's limits (naming.py builds them)."""
+    problems = []
+    path: list[str | int] = ["regions", name]
+    cluster = naming.cluster_name(stack, name)
+    if len(cluster) > _EKS_CLUSTER_NAME_MAX:
+        problems.append(
+            Problem(
+                dotted(path),
+                f"the EKS cluster name {cluster!r} exceeds {_EKS_CLUSTER_NAME_MAX} characters; "
+                "use a shorter stack name",
+            )
+        )
+    for group_name in region.node_groups:
+        group = naming.node_group_name(stack, name, group_name)
+        if len(group) > _EKS_NODE_GROUP_NAME_MAX:
+            problems.append(
+                Problem(
+                    dotted([*path, "node_groups", group_name]),
+                    f"the node group name {group!r} is {len(group)} characters, over EKS's {_EKS_NODE_GROUP_NAME_MAX}; "
+                    "shorten the group name or the stack name",
+                )
+            )
+    if region.cold_tier.enabled:
+        bucket = naming.cold_tier_bucket_name(stack, name, _ACCOUNT_ID_PLACEHOLDER)
+        if not _S3_BUCKET_NAME.match(bucket):
+            problems.append(
+                Problem(
+                    dotted([*path, "cold_tier"]),
+                    f"the bucket name {bucket!r} is not a valid S3 bucket name (3-63 lowercase letters, digits and "
+                    "'-'); use a short, lowercase stack name",
+                )
+            )
+    return problems
 
 
 def check_endpoint_name(name: str) -> list[Problem]:

@@ -12,6 +12,7 @@ from components.catalog import aws_regions, instance_catalog
 from components.spec.base import SpecModel
 from components.spec.checks import (
     Placement,
+    check_derived_names,
     check_endpoint_name,
     check_region,
     check_region_name,
@@ -50,8 +51,11 @@ class StackSpec:
         return tuple(placement for placement in self.placements if placement.region == region)
 
 
-def parse_stack_config(config: Mapping[str, Any]) -> StackSpec:
-    """Validate the project's config keys (namespace stripped); raise SpecError with every problem."""
+def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> StackSpec:
+    """Validate the project's config keys (namespace stripped); raise SpecError with every problem.
+
+    With ``stack``, the AWS names derived from it are checked against AWS's limits too.
+    """
     problems: list[Problem] = []
     for key in config:
         if key not in CONFIG_KEYS:
@@ -70,6 +74,8 @@ def parse_stack_config(config: Mapping[str, Any]) -> StackSpec:
     for name, region in list(regions.items()):
         name_problems = check_region_name(name, known_regions)
         problems += name_problems + check_region(name, region, catalog)
+        if stack is not None:
+            problems += check_derived_names(stack, name, region)
         if name_problems:
             del regions[name]  # reported once, against the region; endpoints are not placed there
     placements: list[Placement] = []

@@ -1258,3 +1258,24 @@ def test_an_unknown_region_code_is_reported_once_against_the_region() -> None:
 def test_rejects_a_created_vpc_outside_its_bounds(vpc: dict[str, Any], path: str, fragment: str) -> None:
     problems = rejected(with_region({"vpc": vpc}))
     assert any(problem.path == path and fragment in problem.message for problem in problems), problems
+
+
+def test_a_stack_name_too_long_for_the_derived_aws_names_is_refused_with_the_name() -> None:
+    config = stack_config(region_overrides={"cold_tier": {"enabled": True}}, endpoints={})
+    with pytest.raises(SpecError) as raised:
+        parse_stack_config(config, stack="x" * 40)
+    problems = {problem.path: problem.message for problem in raised.value.problems}
+    assert "is not a valid S3 bucket name" in problems["regions.us-east-1.cold_tier"]
+    assert "over EKS's 63" in problems["regions.us-east-1.node_groups.system"]
+
+
+def test_an_uppercase_stack_name_cannot_name_a_bucket() -> None:
+    config = stack_config(region_overrides={"cold_tier": {"enabled": True}}, endpoints={})
+    with pytest.raises(SpecError, match="inference-fleet-Prod-kv-000000000000-us-east-1"):
+        parse_stack_config(config, stack="Prod")
+
+
+def test_the_example_stack_names_fit_every_derived_aws_name() -> None:
+    config = stack_config(region_overrides={"cold_tier": {"enabled": True}}, endpoints={})
+    for stack in ("dev", "prod", "staging-eu"):
+        parse_stack_config(config, stack=stack)
