@@ -139,7 +139,14 @@ class ColdTier(pulumi.ComponentResource):
                             days_after_initiation=ABORT_MULTIPART_DAYS
                         )
                     ),
-                )
+                ),
+                # In a versioned bucket every expiry leaves a delete marker; drop those whose versions are gone.
+                aws.s3.BucketLifecycleConfigurationRuleArgs(
+                    id="remove-expired-delete-markers",
+                    status="Enabled",
+                    filter=aws.s3.BucketLifecycleConfigurationRuleFilterArgs(prefix=f"{naming.KV_PREFIX}/"),
+                    expiration=aws.s3.BucketLifecycleConfigurationRuleExpirationArgs(expired_object_delete_marker=True),
+                ),
             ],
             opts=child(versioning),
         )

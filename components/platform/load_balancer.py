@@ -17,6 +17,7 @@ import pulumi_kubernetes as k8s
 from components import naming
 from components.catalog import pins
 from components.platform.addons import helm_release
+from components.platform.policies import pod_identity_trust
 from components.spec.region import Ingress
 
 NAMESPACE = "kube-system"
@@ -24,19 +25,6 @@ SERVICE_ACCOUNT = "aws-load-balancer-controller"
 INGRESS_CLASS = "alb"
 INGRESS_GROUP = naming.PROJECT
 CLUSTER_TAG = "elbv2.k8s.aws/cluster"
-
-
-def pod_identity_trust() -> dict[str, Any]:
-    return {
-        "Version": "2012-10-17",
-        "Statement": [
-            {
-                "Effect": "Allow",
-                "Principal": {"Service": "pods.eks.amazonaws.com"},
-                "Action": ["sts:AssumeRole", "sts:TagSession"],
-            }
-        ],
-    }
 
 
 def controller_policy() -> dict[str, Any]:

@@ -161,7 +161,7 @@ def test_versioning_is_enabled(plan: Plan) -> None:
     assert versioning["inputs"]["versioningConfiguration"] == {"status": "Enabled"}
 
 
-def test_kv_prefix_expires_after_the_configured_days_and_aborts_stale_uploads(plan: Plan) -> None:
+def test_kv_prefix_expires_after_the_configured_days_aborts_stale_uploads_and_drops_delete_markers(plan: Plan) -> None:
     lifecycle = one(plan, BUCKET_CONTROLS[4], "us-east-1-cold-tier-lifecycle")
     assert lifecycle["inputs"]["rules"] == [
         {
@@ -171,7 +171,13 @@ def test_kv_prefix_expires_after_the_configured_days_and_aborts_stale_uploads(pl
             "expiration": {"days": 7},
             "noncurrentVersionExpiration": {"noncurrentDays": 1},
             "abortIncompleteMultipartUpload": {"daysAfterInitiation": 1},
-        }
+        },
+        {
+            "id": "remove-expired-delete-markers",
+            "status": "Enabled",
+            "filter": {"prefix": "mooncake-kv/"},
+            "expiration": {"expiredObjectDeleteMarker": True},
+        },
     ]
     versioning = one(plan, BUCKET_CONTROLS[3], "us-east-1-cold-tier-versioning")
     assert lifecycle["options"]["dependsOn"] == [versioning["urn"]]
