@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -138,3 +139,28 @@ def test_stack_outputs_name_each_regions_cluster_and_keep_kubeconfigs_secret() -
     assert set(east["node_groups"]) == {"system", "p5", "g6e"}
     assert east["cold_tier_bucket"] == "inference-fleet-prod-kv-123456789012-us-east-1"
     assert plan_of("dev").outputs["regions"]["us-west-2"]["cold_tier_bucket"] is None
+
+
+EXISTING_VPC_STACK = """\
+config:
+  inference-fleet:regions:
+    us-east-2:
+      vpc:
+        id: vpc-0123456789abcdef0
+        private_subnet_ids: [subnet-0123456789abcdef0, subnet-0123456789abcdef1]
+      node_groups:
+        system: {instance_types: [m7i.xlarge], min_size: 1, max_size: 2, desired_size: 1}
+"""
+
+
+def test_an_existing_vpc_is_adopted_without_creating_one(tmp_path: Path) -> None:
+    stack = tmp_path / "Pulumi.adopt.yaml"
+    stack.write_text(EXISTING_VPC_STACK)
+    plan = run_program(read_stack_file(stack))
+    assert by_type(plan, "awsx:ec2:Vpc") == []
+    cluster = one(plan, "eks:index:Cluster", "us-east-2")["inputs"]
+    assert cluster["vpcId"] == "vpc-0123456789abcdef0"
+    assert cluster["privateSubnetIds"] == ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
+    assert cluster["publicSubnetIds"] == []
+    charts = [release["inputs"]["chart"] for release in by_type(plan, "kubernetes:helm.sh/v3:Release")]
+    assert charts == [pins().charts.aws_load_balancer_controller.chart]
