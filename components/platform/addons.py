@@ -87,25 +87,13 @@ class ClusterAddons(pulumi.ComponentResource):
         ]
         charts = pins().charts
         in_cluster = pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=list(args.nodes))
-        self.releases: list[k8s.helm.v3.Release] = []
-        if args.gpu_nodes:
-            self.releases.append(
-                helm_release(
-                    naming.platform_name(args.region, "nvidia-device-plugin"),
-                    charts.nvidia_device_plugin,
-                    nvidia_plugin_values(),
-                    DEVICE_PLUGIN_NAMESPACE,
-                    in_cluster,
-                )
-            )
-        if args.efa_nodes:
-            self.releases.append(
-                helm_release(
-                    naming.platform_name(args.region, "efa-device-plugin"),
-                    charts.efa_device_plugin,
-                    efa_plugin_values(),
-                    DEVICE_PLUGIN_NAMESPACE,
-                    in_cluster,
-                )
-            )
+        plugins = (
+            ("nvidia-device-plugin", args.gpu_nodes, charts.nvidia_device_plugin, nvidia_plugin_values()),
+            ("efa-device-plugin", args.efa_nodes, charts.efa_device_plugin, efa_plugin_values()),
+        )
+        self.releases = [
+            helm_release(naming.platform_name(args.region, name), chart, values, DEVICE_PLUGIN_NAMESPACE, in_cluster)
+            for name, wanted, chart, values in plugins
+            if wanted
+        ]
         self.register_outputs({})
