@@ -279,7 +279,11 @@ def write_plan(plan: Plan, out: Path) -> dict[str, str]:
     files = {"plan.json": plan.to_json(), **manifest_files(plan)}
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    umask = os.umask(0)
+    os.umask(umask)
     try:
+        staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the plan is an ordinary directory
+        (staging / "manifests").mkdir()
         for relative, text in files.items():
             target = staging / relative
             target.parent.mkdir(parents=True, exist_ok=True)
