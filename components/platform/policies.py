@@ -12,7 +12,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from components.naming import KV_PREFIX
+from components.naming import KV_PREFIX, aws_partition
 
 Document = dict[str, Any]
 Statement = dict[str, Any]
@@ -42,8 +42,8 @@ def _unique(values: Iterable[str]) -> list[str]:
     return sorted(set(values))
 
 
-def bucket_arn_of(bucket: str) -> str:
-    return f"arn:aws:s3:::{bucket}"
+def bucket_arn_of(bucket: str, region: str) -> str:
+    return f"arn:{aws_partition(region)}:s3:::{bucket}"
 
 
 def deny_insecure_transport(bucket_arn: str) -> Document:
@@ -112,7 +112,7 @@ def s3_location(uri: str) -> S3Location:
     return S3Location(bucket=bucket, prefix=prefix.strip("/"))
 
 
-def _read_statements(locations: Iterable[S3Location]) -> list[Statement]:
+def _read_statements(locations: Iterable[S3Location], region: str) -> list[Statement]:
     """Read-only access to each location: list its bucket only under the prefix, get objects only below it."""
     prefixes: dict[str, set[str]] = {}
     for location in locations:
@@ -120,7 +120,7 @@ def _read_statements(locations: Iterable[S3Location]) -> list[Statement]:
     objects: list[str] = []
     statements: list[Statement] = []
     for index, bucket in enumerate(sorted(prefixes)):
-        arn = bucket_arn_of(bucket)
+        arn = bucket_arn_of(bucket, region)
         listing: Statement = {
             "Sid": f"ListModelSource{index}",
             "Effect": "Allow",
@@ -179,5 +179,5 @@ def workload_access(
     statements: list[Statement] = []
     if bucket_arn is not None and kms_key_arn is not None:
         statements.extend(_cold_tier_statements(bucket_arn, kms_key_arn, region))
-    statements.extend(_read_statements(s3_location(uri) for uri in _unique(model_sources)))
+    statements.extend(_read_statements((s3_location(uri) for uri in _unique(model_sources)), region))
     return _document(statements)

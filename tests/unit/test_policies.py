@@ -238,3 +238,10 @@ def test_sids_are_unique_and_alphanumeric_as_iam_requires(sources: list[str]) ->
     sids = [statement["Sid"] for statement in workload_access(BUCKET_ARN, KEY_ARN, REGION, sources)["Statement"]]
     assert len(sids) == len(set(sids))
     assert all(re.fullmatch(r"[A-Za-z0-9]+", sid) for sid in sids)
+
+
+def test_model_source_arns_carry_the_regions_partition() -> None:
+    document = workload_access(None, None, "cn-north-1", ["s3://weights/llama"])
+    resources = json.dumps(document)
+    assert "arn:aws-cn:s3:::weights" in resources
+    assert "arn:aws:s3:::" not in resources
