@@ -1,0 +1,295 @@
+"""fleetctl diff on edits of the example stacks: exactly the expected change set, exit codes, formats."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetctl.diff import main
+from fleetctl.plan import run_program, write_plan
+from fleetctl.stackfile import read_stack_file, stack_path
+
+NEW_REGION = """\
+    eu-central-1:
+      vpc:
+        cidr: 10.50.0.0/16
+        availability_zones: [eu-central-1a, eu-central-1b]
+      node_groups:
+        system:
+          instance_types: [m7i.xlarge]
+          min_size: 2
+          max_size: 3
+          desired_size: 2
+        gpu:
+          instance_types: [g6e.12xlarge]
+          min_size: 0
+          max_size: 3
+          desired_size: 1
+  inference-fleet:endpoints:
+"""
+
+RAISE_GPU_MAX_SIZE = ("min_size: 0\n          max_size: 3", "min_size: 0\n          max_size: 5")
+
+
+def edited(directory: Path, stack: str, *replacements: tuple[str, str]) -> Path:
+    """A copy of an example stack file, each ``old`` text (found exactly once) replaced."""
+    text = stack_path(stack).read_text()
+    for old, new in replacements:
+        assert text.count(old) == 1, f"{old!r} is not unique in Pulumi.{stack}.yaml"
+        text = text.replace(old, new)
+    directory.mkdir(parents=True, exist_ok=True)
+    copy = directory / f"Pulumi.{stack}.yaml"
+    copy.write_text(text)
+    return copy
+
+
+def plan_directory(stack_file: Path, out: Path) -> Path:
+    write_plan(run_program(read_stack_file(stack_file)), out)
+    return out
+
+
+@pytest.fixture(scope="module")
+def base_plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """The unedited example stacks, planned once for the module."""
+    root = tmp_path_factory.mktemp("base")
+    return {stack: plan_directory(stack_path(stack), root / stack) for stack in ("dev", "prod")}
+
+
+@pytest.fixture(scope="module")
+def scaled_dev(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The dev stack with the gpu node group's max_size raised from 3 to 5, planned."""
+    root = tmp_path_factory.mktemp("scaled")
+    return plan_directory(edited(root / "stack", "dev", RAISE_GPU_MAX_SIZE), root / "plan")
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
+    code = main([str(argument) for argument in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def diff_json(capsys: pytest.CaptureFixture[str], base: Path, head: Path) -> dict[str, Any]:
+    code, out, err = run(capsys, base, head, "--format", "json")
+    assert code == 2, err
+    document: dict[str, Any] = json.loads(out)
+    return document
+
+
+def resources(document: dict[str, Any]) -> list[dict[str, Any]]:
+    return [entry for region in document["regions"].values() for entry in region["resources"]]
+
+
+def test_same_config_twice_is_an_empty_diff(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, base_plans["dev"], edited(tmp_path, "dev"))
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1] == "no changes"
+
+
+def test_adding_a_region_only_creates_resources_in_that_region(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited(tmp_path, "dev", ("  inference-fleet:endpoints:\n", NEW_REGION))
+    document = diff_json(capsys, base_plans["dev"], head)
+    assert list(document["regions"]) == ["eu-central-1"]
+    created = resources(document)
+    assert {entry["action"] for entry in created} == {"create"}
+    assert document["summary"]["create"] == len(created)
+    assert {"eks:index:Cluster", "awsx:ec2:Vpc", "pulumi:providers:aws"} <= {entry["type"] for entry in created}
+
+
+def test_raising_a_node_groups_max_size_updates_only_its_scaling_config(
+    base_plans: dict[str, Path], scaled_dev: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    document = diff_json(capsys, base_plans["dev"], scaled_dev)
+    assert [
+        (entry["action"], entry["type"], entry["name"], entry["verdict"], entry["changes"])
+        for entry in resources(document)
+    ] == [
+        (
+            "update",
+            "eks:index:ManagedNodeGroup",
+            "us-west-2-gpu",
+            "in place",
+            [{"path": "scalingConfig.maxSize", "old": 3, "new": 5, "forces_replacement": False}],
+        )
+    ]
+
+
+def test_changing_cold_tier_expiration_updates_only_the_lifecycle_configuration(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited(tmp_path, "prod", ("expiration_days: 30", "expiration_days: 45"))
+    document = diff_json(capsys, base_plans["prod"], head)
+    assert [(entry["action"], entry["type"], entry["verdict"]) for entry in resources(document)] == [
+        ("update", "aws:s3/bucketLifecycleConfiguration:BucketLifecycleConfiguration", "in place")
+    ]
+    assert list(document["regions"]) == ["us-east-1"]
+    assert resources(document)[0]["changes"] == [
+        {"path": "rules[0].expiration.days", "old": 30, "new": 45, "forces_replacement": False}
+    ]
+
+
+def test_changing_the_kubernetes_version_updates_the_cluster_in_place(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited(tmp_path, "dev", ('kubernetes_version: "1.34"', 'kubernetes_version: "1.35"'))
+    document = diff_json(capsys, base_plans["dev"], head)
+    assert [(entry["action"], entry["type"], entry["verdict"], entry["changes"]) for entry in resources(document)] == [
+        (
+            "update",
+            "eks:index:Cluster",
+            "in place",
+            [{"path": "version", "old": "1.34", "new": "1.35", "forces_replacement": False}],
+        )
+    ]
+
+
+def test_changing_a_node_groups_instance_type_replaces_the_managed_node_group(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited(tmp_path, "dev", ("[g6e.12xlarge]", "[g6e.24xlarge]"))
+    code, out, _ = run(capsys, base_plans["dev"], head)
+    assert code == 2
+    assert "+- replace eks:index:ManagedNodeGroup  us-west-2-gpu  [new generation]" in out
+    assert 'instanceTypes[0]: "g6e.12xlarge" -> "g6e.24xlarge"  (forces replacement)' in out
+    assert "total: 0 to create, 0 to update, 1 to replace, 0 to delete" in out
+
+
+def test_text_output_groups_by_region_with_a_verdict_per_kind(
+    base_plans: dict[str, Path], scaled_dev: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, err = run(capsys, base_plans["dev"], scaled_dev)
+    assert (code, err) == (2, "")
+    assert out.splitlines()[2:] == [
+        "us-west-2: 0 to create, 1 to update, 0 to replace, 0 to delete",
+        "   ~ update  eks:index:ManagedNodeGroup  us-west-2-gpu  [in place]",
+        "        scalingConfig.maxSize: 3 -> 5",
+        "  verdicts:",
+        "       eks:index:ManagedNodeGroup: in place (1 update)",
+        "",
+        "total: 0 to create, 1 to update, 0 to replace, 0 to delete",
+    ]
+
+
+def test_markdown_output_has_a_table_per_region(
+    base_plans: dict[str, Path], scaled_dev: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out, _ = run(capsys, base_plans["dev"], scaled_dev, "--format", "markdown")
+    assert code == 2
+    lines = out.splitlines()
+    header = lines.index("| | action | type | name | verdict | changes |")
+    assert lines[header - 2].startswith("#### us-west-2")
+    assert lines[header + 1] == "|---|---|---|---|---|---|"
+    assert "<code>scalingConfig.maxSize</code>: <code>3</code> → <code>5</code>" in lines[header + 2]
+
+
+def test_json_output_parses_and_is_stable(
+    base_plans: dict[str, Path], scaled_dev: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    first = run(capsys, base_plans["dev"], scaled_dev, "--format", "json")
+    assert first == run(capsys, base_plans["dev"], scaled_dev, "--format", "json")
+    document = json.loads(first[1])
+    assert document["summary"] == {"create": 0, "update": 1, "replace": 0, "delete": 0, "rename": 0, "loud": 0}
+    assert first[1] == json.dumps(document, indent=2, sort_keys=True, ensure_ascii=False) + "\n"
+
+
+INVALID_DECODE = ("topology: {prefill: 1, decode: 1}", "topology: {prefill: 1, decode: true}")
+
+
+def test_invalid_stack_exits_1_with_the_validate_error_lines(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited(tmp_path, "dev", INVALID_DECODE)
+    code, out, err = run(capsys, base_plans["dev"], head)
+    assert (code, out) == (1, "")
+    assert all(line.startswith("error: ") for line in err.splitlines())
+    assert (
+        "error: endpoints.chat-pd.mooncake.topology.decode: must be an integer in [1, 1000], got True (a boolean)"
+        in err.splitlines()
+    )
+
+
+@pytest.mark.parametrize("case", ["missing", "directory without plan", "not json", "not a plan", "not yaml"])
+def test_unreadable_input_exits_1_naming_it(
+    case: str, base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    target = tmp_path / "side"
+    if case == "directory without plan":
+        target.mkdir()
+    elif case == "not json":
+        target.mkdir()
+        (target / "plan.json").write_text("{not json")
+    elif case == "not a plan":
+        target = tmp_path / "plan.json"
+        target.write_text('{"resources": [{"urn": 1}]}')
+    elif case == "not yaml":
+        target = tmp_path / "Pulumi.x.yaml"
+        target.write_text("config: [unclosed\n")
+    code, out, err = run(capsys, base_plans["dev"], target)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"error: {target}: ")
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("argv", [["only-one"], ["a", "b", "c"], ["--format", "yaml", "a", "b"]])
+def test_usage_errors_exit_1_not_2(argv: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, err = run(capsys, *argv)
+    assert (code, out) == (1, "")
+    assert err.startswith("error: ")
+
+
+def git(repository: Path, *arguments: str) -> None:
+    subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments],
+        cwd=repository,
+        check=True,
+        capture_output=True,
+    )
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_base_ref_plans_the_stack_file_as_it_was_at_that_commit(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack = edited(tmp_path / "repo" / "stacks", "dev")
+    git(tmp_path / "repo", "init", "--quiet")
+    git(tmp_path / "repo", "add", ".")
+    git(tmp_path / "repo", "commit", "--quiet", "-m", "dev stack")
+    edited(tmp_path / "repo" / "stacks", "dev", RAISE_GPU_MAX_SIZE)
+    code, out, err = run(capsys, "--base-ref", "HEAD", stack, "--format", "json")
+    assert code == 2, err
+    document = json.loads(out)
+    assert document["base"] == "HEAD:stacks/Pulumi.dev.yaml"
+    assert [(entry["name"], entry["changes"][0]["path"]) for entry in resources(document)] == [
+        ("us-west-2-gpu", "scalingConfig.maxSize")
+    ]
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_base_ref_that_git_does_not_know_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack = edited(tmp_path / "repo", "dev")
+    git(tmp_path / "repo", "init", "--quiet")
+    code, _, err = run(capsys, "--base-ref", "no-such-ref", stack)
+    assert code == 1
+    assert err.startswith("error: git show no-such-ref:Pulumi.dev.yaml: ")
+
+
+def test_module_runs_as_a_process_with_exit_status_2_for_changes(base_plans: dict[str, Path], scaled_dev: Path) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "fleetctl.diff", str(base_plans["dev"]), str(scaled_dev)],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=120,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == ""
+    assert "scalingConfig.maxSize: 3 -> 5" in result.stdout
