@@ -9,6 +9,7 @@ from pathlib import Path
 
 from components.spec import SpecError, StackSpec, parse_stack_config
 from components.spec.errors import Problem
+from fleetctl.edit import commands as edit_commands
 from fleetctl.plan import ProgramError, run_program, summary, write_plan
 from fleetctl.stackfile import PROJECT_ROOT, StackFile, StackFileError, read_stack_file, stack_path
 
@@ -22,13 +23,14 @@ def _stack_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="fleetctl", description="Validate and plan inference-fleet stacks.")
+    parser = argparse.ArgumentParser(prog="fleetctl", description="Validate, plan and edit inference-fleet stacks.")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     validate = commands.add_parser("validate", help="check a stack file against the endpoint spec")
     _stack_arguments(validate)
     plan = commands.add_parser("plan", help="run the program offline under mocks and write the plan")
     _stack_arguments(plan)
     plan.add_argument("--out", metavar="DIR", type=Path, help="output directory (default: build/plan/<stack>)")
+    edit_commands.add_commands(commands)
     return parser
 
 
@@ -53,6 +55,8 @@ def _display(path: Path) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(argv)
+    if arguments.command in edit_commands.COMMANDS:
+        return edit_commands.run(arguments)
     try:
         stack_file, spec = _load(arguments)
     except (StackFileError, SpecError) as error:

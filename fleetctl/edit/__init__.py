@@ -1,0 +1,1 @@
+"""Operations (spec sections 4 and 5) as reviewed edits of a stack file."""

@@ -1,0 +1,270 @@
+"""The fleetctl edit commands: arguments, one edit each, and what they print.
+
+Every command edits one stack file (``--stack NAME`` or ``--stack-file PATH``),
+validates the whole result and writes it atomically; ``--dry-run`` prints the diff
+and writes nothing. Errors go to stderr in the format of ``fleetctl validate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from components.spec import SpecError
+from fleetctl.edit import operations
+from fleetctl.edit.document import ABSENT, Edit, Operation, prepare_edit
+from fleetctl.edit.operations import EditError
+from fleetctl.stackfile import StackFileError, stack_path
+
+COMMANDS = ("endpoint", "scale", "topology", "store", "stop", "start", "image", "region", "canary")
+"""Top-level fleetctl commands that edit a stack file."""
+
+Builder = Callable[[argparse.Namespace], Operation]
+if TYPE_CHECKING:
+    Subcommands = argparse._SubParsersAction[argparse.ArgumentParser]
+
+
+def _options() -> argparse.ArgumentParser:
+    options = argparse.ArgumentParser(add_help=False)
+    which = options.add_mutually_exclusive_group(required=True)
+    which.add_argument("--stack", metavar="NAME", help="edit stacks/Pulumi.NAME.yaml")
+    which.add_argument("--stack-file", metavar="PATH", type=Path, help="edit this stack file")
+    options.add_argument("--dry-run", action="store_true", help="print the diff of the stack file; write nothing")
+    options.add_argument(
+        "--output", choices=("table", "json"), default="table", help="table for people (default), json for scripts"
+    )
+    return options
+
+
+def add_commands(commands: Subcommands) -> None:
+    """Register the edit commands on fleetctl's subcommand parser."""
+    options = _options()
+
+    def leaf(group: Subcommands, name: str, label: str, build: Builder, help_text: str) -> argparse.ArgumentParser:
+        parser = group.add_parser(name, parents=[options], help=help_text, description=help_text)
+        parser.set_defaults(edit=build, edit_label=label)
+        parser.add_argument("name", metavar="NAME", help="the endpoint")
+        return parser
+
+    def group(name: str, help_text: str) -> Subcommands:
+        parser = commands.add_parser(name, help=help_text, description=help_text)
+        return parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    endpoint = group("endpoint", "add or remove an endpoint")
+    add = leaf(endpoint, "add", "endpoint add", _add_endpoint, "add an endpoint (deploy)")
+    add.add_argument("--image", help="server image; optional with --mooncake-mode (the pinned vLLM image)")
+    add.add_argument("--framework", choices=("vllm", "sglang", "tgi", "triton"))
+    add.add_argument("--region", action="append", default=[], metavar="REGION", help="serve only here (repeatable)")
+    add.add_argument("--replicas", type=int, help="pods of a classic endpoint")
+    add.add_argument("--gpu-count", type=int, help="GPUs per pod")
+    add.add_argument("--node-group", help="node group to schedule on")
+    add.add_argument("--mooncake-mode", choices=("disaggregated", "store", "both"))
+    add.add_argument("--prefill", type=int, help="prefill instances (with --mooncake-mode; default 1)")
+    add.add_argument("--decode", type=int, help="decode instances (with --mooncake-mode; default 1)")
+    add.add_argument("--protocol", choices=("rdma", "tcp"), help="KV transfer protocol (default rdma)")
+    add.add_argument("--cold-tier", action="store_true", help="write KV to the region's cold-tier bucket")
+    leaf(endpoint, "remove", "endpoint remove", _simple(operations.remove_endpoint), "remove an endpoint (delete)")
+
+    scale = leaf(commands, "scale", "scale", _scale, "set the replicas of a classic endpoint")
+    scale.add_argument("replicas", metavar="N", type=int)
+
+    topology = group("topology", "the prefill/decode counts of a Mooncake endpoint")
+    topology_set = leaf(topology, "set", "topology set", _topology, "set the XpYd topology")
+    topology_set.add_argument("--prefill", type=int, metavar="X")
+    topology_set.add_argument("--decode", type=int, metavar="Y")
+
+    store = group("store", "the Mooncake KV-cache store of an endpoint")
+    configure = leaf(store, "configure", "store configure", _store, "configure the store")
+    configure.add_argument("--global-segment-size", metavar="SIZE", help="bytes, as digits or with KiB/MiB/GiB/TiB")
+    configure.add_argument("--local-buffer-size", metavar="SIZE", help="bytes, as digits or with KiB/MiB/GiB/TiB")
+    configure.add_argument("--offload", choices=("cpu", "disk", "none"))
+    configure.add_argument(
+        "--cold-tier", action=argparse.BooleanOptionalAction, help="opt in to the cold tier (enables the store)"
+    )
+    switch = configure.add_mutually_exclusive_group()
+    switch.add_argument("--enable", dest="enabled", action="store_const", const=True, help="run the store")
+    switch.add_argument("--disable", dest="enabled", action="store_const", const=False, help="run no store")
+
+    leaf(commands, "stop", "stop", _state("stopped"), "keep the endpoint's config, run zero pods")
+    leaf(commands, "start", "start", _state("running"), "run the configured counts again")
+
+    image = group("image", "the image of an endpoint")
+    leaf(image, "set", "image set", _image, "set the image (drops region_image_uris)").add_argument(
+        "image", metavar="IMAGE"
+    )
+
+    region = group("region", "the regions an endpoint serves")
+    leaf(region, "add", "region add", _region(operations.add_region), "serve in one more region").add_argument(
+        "region", metavar="REGION"
+    )
+    leaf(region, "remove", "region remove", _region(operations.remove_region), "stop serving in a region").add_argument(
+        "region", metavar="REGION"
+    )
+
+    canary = group("canary", "a weighted canary of a classic endpoint")
+    start = leaf(canary, "start", "canary start", _canary_start, "start a canary")
+    start.add_argument("--image", required=True)
+    start.add_argument("--weight", required=True, type=int, metavar="W", help="percent of traffic, 1-99")
+    start.add_argument("--replicas", type=int, metavar="R", help="canary pods (default 1)")
+    leaf(canary, "weight", "canary weight", _canary_weight, "move the canary's weight").add_argument(
+        "weight", metavar="W", type=int
+    )
+    leaf(canary, "promote", "canary promote", _simple(operations.promote_canary), "make the canary image the image")
+    leaf(canary, "rollback", "canary rollback", _simple(operations.rollback_canary), "remove the canary")
+
+
+# Arguments to operations.
+
+
+def _simple(operation: Callable[..., list[str]]) -> Builder:
+    return lambda arguments: functools.partial(operation, name=arguments.name)
+
+
+def _add_endpoint(arguments: argparse.Namespace) -> Operation:
+    return functools.partial(
+        operations.add_endpoint,
+        name=arguments.name,
+        image=arguments.image,
+        framework=arguments.framework,
+        regions=arguments.region,
+        replicas=arguments.replicas,
+        gpu_count=arguments.gpu_count,
+        node_group=arguments.node_group,
+        mooncake_mode=arguments.mooncake_mode,
+        prefill=arguments.prefill,
+        decode=arguments.decode,
+        protocol=arguments.protocol,
+        cold_tier=arguments.cold_tier,
+    )
+
+
+def _scale(arguments: argparse.Namespace) -> Operation:
+    return functools.partial(operations.scale, name=arguments.name, replicas=arguments.replicas)
+
+
+def _topology(arguments: argparse.Namespace) -> Operation:
+    return functools.partial(
+        operations.set_topology, name=arguments.name, prefill=arguments.prefill, decode=arguments.decode
+    )
+
+
+def _store(arguments: argparse.Namespace) -> Operation:
+    return functools.partial(
+        operations.configure_store,
+        name=arguments.name,
+        global_segment_size=arguments.global_segment_size,
+        local_buffer_size=arguments.local_buffer_size,
+        offload=arguments.offload,
+        cold_tier=arguments.cold_tier,
+        enabled=arguments.enabled,
+    )
+
+
+def _state(state: str) -> Builder:
+    return lambda arguments: functools.partial(operations.set_desired_state, name=arguments.name, state=state)
+
+
+def _image(arguments: argparse.Namespace) -> Operation:
+    return functools.partial(operations.set_image, name=arguments.name, image=arguments.image)
+
+
+def _region(operation: Callable[..., list[str]]) -> Builder:
+    return lambda arguments: functools.partial(operation, name=arguments.name, region=arguments.region)
+
+
+def _canary_start(arguments: argparse.Namespace) -> Operation:
+    return functools.partial(
+        operations.start_canary,
+        name=arguments.name,
+        image=arguments.image,
+        weight=arguments.weight,
+        replicas=arguments.replicas,
+    )
+
+
+def _canary_weight(arguments: argparse.Namespace) -> Operation:
+    return functools.partial(operations.set_canary_weight, name=arguments.name, weight=arguments.weight)
+
+
+# Running one edit.
+
+
+def run(arguments: argparse.Namespace) -> int:
+    path: Path = arguments.stack_file or stack_path(arguments.stack)
+    operation: Operation = arguments.edit(arguments)
+    try:
+        edit = prepare_edit(path, operation)
+        if edit.changed and not arguments.dry_run:
+            edit.write()
+    except (StackFileError, SpecError, EditError) as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    written = edit.changed and not arguments.dry_run
+    if arguments.output == "json":
+        print(json.dumps(_record(arguments, path, edit, written), indent=2, default=str))
+    else:
+        print(_table(arguments, path, edit, written))
+    return 0
+
+
+def _record(arguments: argparse.Namespace, path: Path, edit: Edit, written: bool) -> dict[str, Any]:
+    return {
+        "file": _display(path),
+        "stack": edit.document.stack,
+        "command": arguments.edit_label,
+        "endpoint": arguments.name,
+        "dry_run": arguments.dry_run,
+        "written": written,
+        "changes": [change.as_json() for change in edit.changes],
+        "notes": list(edit.notes),
+        "diff": _diff(path, edit),
+    }
+
+
+def _table(arguments: argparse.Namespace, path: Path, edit: Edit, written: bool) -> str:
+    if not edit.changed:
+        outcome = "no change"
+    elif written:
+        outcome = "written"
+    else:
+        outcome = "dry run, nothing written"
+    lines = [f"{_display(path)}: {arguments.edit_label} {arguments.name}: {outcome}"]
+    lines += [f"  note: {note}" for note in edit.notes]
+    if arguments.dry_run:
+        return "\n".join(lines) + ("\n" + _diff(path, edit).rstrip("\n") if edit.changed else "")
+    rows = [(change.path, _show(change.before), _show(change.after)) for change in edit.changes]
+    if rows:
+        rows.insert(0, ("path", "before", "after"))
+        widths = [max(len(row[column]) for row in rows) for column in range(2)]
+        lines += [f"  {row[0]:<{widths[0]}}  {row[1]:<{widths[1]}}  {row[2]}".rstrip() for row in rows]
+    return "\n".join(lines)
+
+
+def _show(value: Any) -> str:
+    if value is ABSENT:
+        return "-"
+    text = json.dumps(value, default=str, separators=(", ", ": "))
+    # Cut the middle: an image's tag, at the end, is what tells two values apart.
+    return text if len(text) <= 60 else f"{text[:24]}...{text[-33:]}"
+
+
+def _diff(path: Path, edit: Edit) -> str:
+    name = _display(path)
+    old, new = (name, name) if Path(name).is_absolute() else (f"a/{name}", f"b/{name}")
+    before = edit.document.original.decode("utf-8").splitlines(keepends=True)
+    after = edit.after.decode("utf-8").splitlines(keepends=True)
+    return "".join(difflib.unified_diff(before, after, fromfile=old, tofile=new))
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
