@@ -9,9 +9,17 @@ from pathlib import Path
 
 from components.spec import SpecError, StackSpec, parse_stack_config
 from components.spec.errors import Problem
+from fleetctl import diff
 from fleetctl.edit import commands as edit_commands
 from fleetctl.plan import ProgramError, run_program, summary, write_plan
-from fleetctl.stackfile import PROJECT_ROOT, StackFile, StackFileError, read_stack_file, stack_path
+from fleetctl.stackfile import (
+    PROJECT_ROOT,
+    StackFile,
+    StackFileError,
+    display_path,
+    read_stack_file,
+    stack_path,
+)
 
 DEFAULT_STACK = "dev"
 
@@ -30,6 +38,8 @@ def _parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="run the program offline under mocks and write the plan")
     _stack_arguments(plan)
     plan.add_argument("--out", metavar="DIR", type=Path, help="output directory (default: build/plan/<stack>)")
+    # Listed for --help only: `fleetctl diff` has its own parser (its exit codes differ).
+    commands.add_parser("diff", help="compare two plans or stack files (see fleetctl diff --help)", add_help=False)
     edit_commands.add_commands(commands)
     return parser
 
@@ -46,15 +56,11 @@ def _load(arguments: argparse.Namespace) -> tuple[StackFile, StackSpec]:
     return stack_file, parse_stack_config(stack_file.project_config, stack=stack_file.stack)
 
 
-def _display(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)
-
-
 def main(argv: Sequence[str] | None = None) -> int:
-    arguments = _parser().parse_args(argv)
+    words = list(sys.argv[1:] if argv is None else argv)
+    if words[:1] == ["diff"]:
+        return diff.main(words[1:])
+    arguments = _parser().parse_args(words)
     if arguments.command in edit_commands.COMMANDS:
         return edit_commands.run(arguments)
     try:
@@ -63,7 +69,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report(error.problems)
     if arguments.command == "validate":
         print(
-            f"{_display(stack_file.path)}: valid ({len(spec.regions)} region(s): {', '.join(spec.regions)}; "
+            f"{display_path(stack_file.path)}: valid ({len(spec.regions)} region(s): {', '.join(spec.regions)}; "
             f"{len(spec.endpoints)} endpoint(s); {len(spec.placements)} placement(s))"
         )
         return 0
@@ -73,7 +79,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _report([f"error: the program failed under the offline plan: {error}"])
     out = arguments.out or PROJECT_ROOT / "build" / "plan" / stack_file.stack
     files = write_plan(plan, out)
-    print(summary(plan, Path(_display(out)), files))
+    print(summary(plan, Path(display_path(out)), files))
     return 0
 
 

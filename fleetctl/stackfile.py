@@ -45,6 +45,14 @@ def stack_path(stack: str) -> Path:
     return STACKS_DIR / f"Pulumi.{stack}.yaml"
 
 
+def display_path(path: Path) -> str:
+    """``path`` relative to the working directory when it lies below it, as people typed it."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def stack_name(path: Path) -> str:
     """``Pulumi.dev.yaml`` -> ``dev``; any other file name is its stem."""
     name = path.name
@@ -55,11 +63,16 @@ def stack_name(path: Path) -> str:
 
 
 def read_stack_file(path: Path) -> StackFile:
-    where = str(path)
     try:
         data = path.read_bytes()
     except OSError as error:
-        raise StackFileError([Problem(where, f"cannot read the stack file: {error.strerror or error}")]) from None
+        raise StackFileError([Problem(str(path), f"cannot read the stack file: {error.strerror or error}")]) from None
+    return parse_stack_bytes(path, data)
+
+
+def parse_stack_bytes(path: Path, data: bytes) -> StackFile:
+    """What ``fleetctl validate`` reads from ``path`` when it holds ``data``."""
+    where = str(path)
     if len(data) > MAX_STACK_FILE_BYTES:
         raise StackFileError(
             [Problem(where, f"is {len(data)} bytes; stack files over {MAX_STACK_FILE_BYTES} bytes are refused")]

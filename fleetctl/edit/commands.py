@@ -17,10 +17,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from components.spec import SpecError
+from fleetctl import diff
 from fleetctl.edit import operations
 from fleetctl.edit.document import ABSENT, Edit, Operation, prepare_edit
 from fleetctl.edit.operations import EditError
-from fleetctl.stackfile import StackFileError, stack_path
+from fleetctl.stackfile import StackFileError, display_path, parse_stack_bytes, stack_path
 
 COMMANDS = ("endpoint", "scale", "topology", "store", "stop", "start", "image", "region", "canary")
 """Top-level fleetctl commands that edit a stack file."""
@@ -36,6 +37,11 @@ def _options() -> argparse.ArgumentParser:
     which.add_argument("--stack", metavar="NAME", help="edit stacks/Pulumi.NAME.yaml")
     which.add_argument("--stack-file", metavar="PATH", type=Path, help="edit this stack file")
     options.add_argument("--dry-run", action="store_true", help="print the diff of the stack file; write nothing")
+    options.add_argument(
+        "--plan",
+        action="store_true",
+        help="also plan the stack before and after the edit offline and print the infrastructure change",
+    )
     options.add_argument(
         "--output", choices=("table", "json"), default="table", help="table for people (default), json for scripts"
     )
@@ -200,23 +206,38 @@ def run(arguments: argparse.Namespace) -> int:
     operation: Operation = arguments.edit(arguments)
     try:
         edit = prepare_edit(path, operation)
+        # Planned before anything is written: a program failure leaves the file as it was.
+        infrastructure = _infrastructure_change(path, edit) if arguments.plan and edit.changed else None
         if edit.changed and not arguments.dry_run:
             edit.write()
-    except (StackFileError, SpecError, EditError) as error:
+    except (StackFileError, SpecError, EditError, diff.InputError) as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)
         return 1
     written = edit.changed and not arguments.dry_run
     if arguments.output == "json":
-        print(json.dumps(_record(arguments, path, edit, written), indent=2, default=str))
+        record = _record(arguments, path, edit, written)
+        if infrastructure is not None:
+            record["infrastructure"] = json.loads(diff.render_json(infrastructure, "before", "after"))
+        print(json.dumps(record, indent=2, default=str))
     else:
         print(_table(arguments, path, edit, written))
+        if infrastructure is not None:
+            print(diff.render_text(infrastructure, "before the edit", "after the edit"), end="")
     return 0
+
+
+def _infrastructure_change(path: Path, edit: Edit) -> diff.PlanDiff:
+    """The offline plans of the stack before and after the edit, compared (``fleetctl diff``)."""
+    label = display_path(path)
+    before = diff.plan_stack_file(parse_stack_bytes(path, edit.document.original), label)
+    after = diff.plan_stack_file(parse_stack_bytes(path, edit.after), label)
+    return diff.diff_plans(before, after)
 
 
 def _record(arguments: argparse.Namespace, path: Path, edit: Edit, written: bool) -> dict[str, Any]:
     return {
-        "file": _display(path),
+        "file": display_path(path),
         "stack": edit.document.stack,
         "command": arguments.edit_label,
         "endpoint": arguments.name,
@@ -235,7 +256,7 @@ def _table(arguments: argparse.Namespace, path: Path, edit: Edit, written: bool)
         outcome = "written"
     else:
         outcome = "dry run, nothing written"
-    lines = [f"{_display(path)}: {arguments.edit_label} {arguments.name}: {outcome}"]
+    lines = [f"{display_path(path)}: {arguments.edit_label} {arguments.name}: {outcome}"]
     lines += [f"  note: {note}" for note in edit.notes]
     if arguments.dry_run:
         return "\n".join(lines) + ("\n" + _diff(path, edit).rstrip("\n") if edit.changed else "")
@@ -256,15 +277,8 @@ def _show(value: Any) -> str:
 
 
 def _diff(path: Path, edit: Edit) -> str:
-    name = _display(path)
+    name = display_path(path)
     old, new = (name, name) if Path(name).is_absolute() else (f"a/{name}", f"b/{name}")
     before = edit.document.original.decode("utf-8").splitlines(keepends=True)
     after = edit.after.decode("utf-8").splitlines(keepends=True)
     return "".join(difflib.unified_diff(before, after, fromfile=old, tofile=new))
-
-
-def _display(path: Path) -> str:
-    try:
-        return str(path.resolve().relative_to(Path.cwd()))
-    except ValueError:
-        return str(path)

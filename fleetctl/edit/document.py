@@ -28,7 +28,7 @@ from ruamel.yaml.error import YAMLError
 
 from components.spec import parse_stack_config
 from components.spec.errors import Problem, dotted
-from fleetctl.stackfile import StackFile, StackFileError, _from_document, read_stack_file, stack_name
+from fleetctl.stackfile import StackFileError, parse_stack_bytes, read_stack_file, stack_name
 
 Operation = Callable[[CommentedMap], Sequence[str]]
 """An edit of a stack file's ``config:`` mapping; returns notes for the user (may be empty)."""
@@ -217,15 +217,6 @@ def _sync_directory(directory: Path) -> None:
         os.close(handle)
 
 
-def read_text_as_stack_file(path: Path, data: bytes) -> StackFile:
-    """What ``fleetctl validate`` would read from ``path`` if it held ``data``."""
-    try:
-        document = YAML(typ="safe", pure=True).load(data.decode("utf-8"))
-    except (YAMLError, UnicodeDecodeError) as error:
-        raise StackFileError([Problem(str(path), f"the edited file would not be valid YAML: {error}")]) from None
-    return _from_document(path, document)
-
-
 # What an edit changed, in config terms.
 
 ABSENT: Any = object()
@@ -295,7 +286,7 @@ def prepare_edit(path: Path, operation: Operation) -> Edit:
     after = document.render()
     if after == document.original:
         return Edit(document, after, notes, ())
-    edited = read_text_as_stack_file(path, after)
+    edited = parse_stack_bytes(path, after)
     parse_stack_config(edited.project_config, stack=edited.stack)
     changes = tuple(config_changes(document.project_config, edited.project_config))
     return Edit(document, after, notes, changes)

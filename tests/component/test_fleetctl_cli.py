@@ -122,3 +122,26 @@ def test_plan_as_a_process_exits_cleanly_with_nothing_on_stderr(tmp_path: Path) 
     assert result.returncode == 0, result.stderr
     assert result.stderr == ""
     assert (tmp_path / "plan" / "plan.json").is_file()
+
+
+def test_diff_is_a_fleetctl_command_with_its_own_exit_codes(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["plan", "--stack", "dev", "--out", str(tmp_path / "dev")]) == 0
+    capsys.readouterr()
+    assert main(["diff", str(tmp_path / "dev"), str(tmp_path / "dev")]) == 0
+    assert "no changes" in capsys.readouterr().out
+    assert main(["diff", str(tmp_path / "dev"), str(tmp_path / "missing")]) == 1
+
+
+def test_an_edit_with_plan_prints_the_infrastructure_change_before_writing_nothing(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack = tmp_path / "Pulumi.dev.yaml"
+    stack.write_bytes(stack_path("dev").read_bytes())
+    before = stack.read_bytes()
+    # The assistant's weights are the region's only model source: its removal narrows the workload role.
+    assert main(["endpoint", "remove", "assistant", "--stack-file", str(stack), "--dry-run", "--plan"]) == 0
+    out = capsys.readouterr().out
+    assert "-    assistant:" in out
+    assert "aws:iam/rolePolicy:RolePolicy" in out
+    assert "delete  aws:iam/rolePolicy:RolePolicy  us-west-2-workload-access" in out
+    assert stack.read_bytes() == before
