@@ -1,0 +1,3 @@
+from fleetctl.diff.command import main
+
+raise SystemExit(main())

@@ -1,0 +1,199 @@
+"""The fleetctl diff command: read or plan the two sides, compare, print; exit 0, 2 or 1."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from components.spec import SpecError, parse_stack_config
+from components.spec.errors import Problem
+from fleetctl.diff.engine import diff_plans
+from fleetctl.diff.render import RENDERERS
+from fleetctl.plan import ProgramError, run_program
+from fleetctl.stackfile import StackFile, StackFileError, read_stack_file
+
+# Reading the two sides.
+
+
+class InputError(Exception):
+    """A side could not be read or planned; the problems are in the validate format."""
+
+    def __init__(self, problems: Sequence[Problem]) -> None:
+        self.problems = tuple(problems)
+        super().__init__("\n".join(str(problem) for problem in self.problems))
+
+
+@dataclass(frozen=True)
+class Side:
+    label: str
+    plan: dict[str, Any]
+
+
+def _plan_problems(document: Any) -> list[str]:
+    if not isinstance(document, Mapping):
+        return [f"must be a JSON object with resources, got {type(document).__name__}"]
+    resources = document.get("resources")
+    if not isinstance(resources, list):
+        return ["has no resources list: is it a plan.json written by fleetctl plan?"]
+    problems = []
+    for index, resource in enumerate(resources):
+        if not isinstance(resource, Mapping):
+            problems.append(f"resources[{index}] must be an object, got {type(resource).__name__}")
+            continue
+        for key in ("urn", "type", "name"):
+            if not isinstance(resource.get(key), str):
+                problems.append(f"resources[{index}].{key} must be a string")
+        for key in ("inputs", "options"):
+            if not isinstance(resource.get(key, {}), Mapping):
+                problems.append(f"resources[{index}].{key} must be an object")
+    return problems
+
+
+def read_plan(path: Path, label: str) -> dict[str, Any]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+        raise InputError([Problem(label, f"cannot read the plan: {reason}")]) from None
+    try:
+        document = json.loads(text)
+    except ValueError as error:
+        raise InputError([Problem(label, f"is not valid JSON: {error}")]) from None
+    problems = _plan_problems(document)
+    if problems:
+        raise InputError([Problem(label, problem) for problem in problems])
+    return dict(document)
+
+
+def plan_stack_file(stack_file: StackFile, label: str) -> dict[str, Any]:
+    """Validate the stack file as ``fleetctl validate`` does, then plan it in-process."""
+    try:
+        parse_stack_config(stack_file.project_config, stack=stack_file.stack)
+    except SpecError as error:
+        raise InputError([Problem(label, "the stack config is invalid:"), *error.problems]) from None
+    try:
+        plan = run_program(stack_file)
+    except ProgramError as error:
+        raise InputError([Problem(label, f"the program failed under the offline plan: {error}")]) from None
+    document: dict[str, Any] = json.loads(plan.to_json())
+    return document
+
+
+def _read_stack_file(path: Path, label: str) -> StackFile:
+    try:
+        return read_stack_file(path)
+    except StackFileError as error:
+        where = str(path)
+        raise InputError(
+            [Problem(label if problem.path == where else problem.path, problem.message) for problem in error.problems]
+        ) from None
+
+
+def load_side(text: str) -> Side:
+    """A plan directory (or its plan.json), or a stack file planned on the fly."""
+    path = Path(text)
+    if path.is_dir():
+        if not (path / "plan.json").is_file():
+            raise InputError([Problem(text, "is a directory without plan.json: give a plan directory or a stack file")])
+        return Side(text, read_plan(path / "plan.json", text))
+    if path.suffix == ".json":
+        return Side(text, read_plan(path, text))
+    if not path.exists():
+        raise InputError([Problem(text, "no such plan directory or stack file")])
+    return Side(text, plan_stack_file(_read_stack_file(path, text), text))
+
+
+def _git(arguments: Sequence[str], cwd: Path) -> bytes:
+    try:
+        result = subprocess.run(["git", *arguments], cwd=cwd, capture_output=True, check=False, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as error:
+        raise InputError([Problem("", f"cannot run git: {error}")]) from None
+    if result.returncode != 0:
+        message = result.stderr.decode("utf-8", "replace").strip().splitlines()
+        raise InputError([Problem("", f"git {' '.join(arguments)}: {message[-1] if message else 'failed'}")])
+    return result.stdout
+
+
+def load_side_at(ref: str, text: str) -> Side:
+    """The stack file at ``text`` as it was at git commit ``ref``, planned on the fly.
+
+    The old text goes to a temporary file of the same name, so the stack name matches.
+    """
+    path = Path(text).resolve()
+    if not path.is_file():
+        raise InputError([Problem(text, "--base-ref needs HEAD to be a stack file in a git work tree")])
+    top = Path(_git(["rev-parse", "--show-toplevel"], path.parent).decode().strip()).resolve()
+    relative = path.relative_to(top).as_posix()
+    label = f"{ref}:{relative}"
+    blob = _git(["show", label], top)
+    with tempfile.TemporaryDirectory(prefix="fleetctl-diff-") as directory:
+        copy = Path(directory) / path.name
+        copy.write_bytes(blob)
+        stack_file = _read_stack_file(copy, label)
+    return Side(label, plan_stack_file(stack_file, label))
+
+
+# The command.
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> Any:  # argparse would exit 2, which means "changes" here
+        raise _UsageError(message)
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog="fleetctl diff",
+        usage="%(prog)s [--format {text,markdown,json}] (BASE HEAD | --base-ref GIT_REF HEAD)",
+        description="Compare two offline plans: per region, what a stack edit creates, updates, replaces, deletes.",
+        epilog="BASE and HEAD are plan directories (fleetctl plan --out) or stack files, planned on the fly. "
+        "Exit status: 0 no change, 2 changes, 1 error.",
+    )
+    parser.add_argument("sides", nargs="+", metavar="SIDE", help="BASE HEAD, or HEAD alone with --base-ref")
+    parser.add_argument("--base-ref", metavar="GIT_REF", help="BASE is HEAD's stack file as it was at this commit")
+    parser.add_argument("--format", choices=sorted(RENDERERS), default="text", help="output format (default: text)")
+    return parser
+
+
+def _sides(arguments: argparse.Namespace) -> tuple[Side, Side]:
+    sides: list[str] = arguments.sides
+    if arguments.base_ref is not None:
+        if len(sides) != 1:
+            raise _UsageError("with --base-ref, give only HEAD (a stack file)")
+        return load_side_at(arguments.base_ref, sides[0]), load_side(sides[0])
+    if len(sides) != 2:
+        raise _UsageError(f"give BASE and HEAD (got {len(sides)} argument(s)), or --base-ref GIT_REF HEAD")
+    return load_side(sides[0]), load_side(sides[1])
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    try:
+        arguments = _parser().parse_args(argv)
+        base, head = _sides(arguments)
+    except _UsageError as error:
+        print(f"error: {error} (see fleetctl diff --help)", file=sys.stderr)
+        return 1
+    except InputError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return 1
+    if base.plan.get("stack") != head.plan.get("stack"):
+        print(
+            f"note: BASE plans stack {base.plan.get('stack')!r} and HEAD stack {head.plan.get('stack')!r}; "
+            "their URNs differ, so every resource is created or deleted",
+            file=sys.stderr,
+        )
+    result = diff_plans(base.plan, head.plan)
+    sys.stdout.write(RENDERERS[arguments.format](result, base.label, head.label))
+    return 2 if result.changed else 0
