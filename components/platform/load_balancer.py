@@ -180,7 +180,8 @@ def controller_values(cluster_name: str, region: str, vpc_id: str, ingress: Ingr
 @dataclass(frozen=True)
 class LoadBalancerControllerArgs:
     region: str
-    cluster_name: str
+    cluster_name: pulumi.Output[str]
+    """Resolves once the cluster exists: the pod identity association needs the cluster."""
     vpc_id: pulumi.Input[str]
     ingress: Ingress
     kubernetes: k8s.Provider
@@ -198,7 +199,7 @@ class LoadBalancerController(pulumi.ComponentResource):
         role = aws.iam.Role(
             naming.platform_name(region, "lb-controller"),
             assume_role_policy=json.dumps(pod_identity_trust()),
-            description=f"AWS Load Balancer Controller of {args.cluster_name}",
+            description=f"AWS Load Balancer Controller of the {region} cluster",
             opts=child,
         )
         aws.iam.RolePolicy(
@@ -215,8 +216,8 @@ class LoadBalancerController(pulumi.ComponentResource):
             role_arn=role.arn,
             opts=child,
         )
-        values = pulumi.Output.from_input(args.vpc_id).apply(
-            lambda vpc_id: controller_values(args.cluster_name, region, vpc_id, args.ingress)
+        values = pulumi.Output.all(args.cluster_name, args.vpc_id).apply(
+            lambda names: controller_values(names[0], region, names[1], args.ingress)
         )
         helm_release(
             naming.platform_name(region, "lb-controller"),

@@ -99,7 +99,7 @@ class RegionalPlatform(pulumi.ComponentResource):
             naming.platform_name(region, "lb-controller"),
             LoadBalancerControllerArgs(
                 region=region,
-                cluster_name=self.cluster.name,
+                cluster_name=self.cluster.cluster_name,
                 vpc_id=network.vpc_id,
                 ingress=spec.ingress,
                 kubernetes=self.kubernetes,
