@@ -7,15 +7,14 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from components.spec import SpecError, StackSpec, parse_stack_config
-from components.spec.errors import Problem
+from components.spec import StackSpec, parse_stack_config
+from components.spec.errors import Problem, ProblemsError
 from fleetctl import diff
 from fleetctl.edit import commands as edit_commands
 from fleetctl.plan import ProgramError, run_program, summary, write_plan
 from fleetctl.stackfile import (
     PROJECT_ROOT,
     StackFile,
-    StackFileError,
     display_path,
     read_stack_file,
     stack_path,
@@ -65,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return edit_commands.run(arguments)
     try:
         stack_file, spec = _load(arguments)
-    except (StackFileError, SpecError) as error:
+    except ProblemsError as error:  # the stack file, or its config
         return _report(error.problems)
     if arguments.command == "validate":
         print(

@@ -17,7 +17,7 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent
 
 from components.spec import NAMESPACE
-from components.spec.errors import Problem, dotted
+from components.spec.errors import Problem, ProblemsError, dotted
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STACKS_DIR = PROJECT_ROOT / "stacks"
@@ -35,10 +35,8 @@ class StackFile:
     """Every config key as the Pulumi engine hands it to a program: strings, objects as JSON."""
 
 
-class StackFileError(Exception):
-    def __init__(self, problems: list[Problem]) -> None:
-        self.problems = problems
-        super().__init__("\n".join(str(problem) for problem in problems))
+class StackFileError(ProblemsError):
+    """The stack file cannot be read as a stack file."""
 
 
 def stack_path(stack: str) -> Path:

@@ -25,12 +25,16 @@ class Problem:
         return f"error: {self.path}: {self.message}" if self.path else f"error: {self.message}"
 
 
-class SpecError(Exception):
-    """Raised with every problem found, before anything is registered or written."""
+class ProblemsError(Exception):
+    """Problems to report to the user, one ``error:`` line each."""
 
     def __init__(self, problems: Sequence[Problem]) -> None:
         self.problems = tuple(problems)
         super().__init__("\n".join(str(problem) for problem in self.problems))
+
+
+class SpecError(ProblemsError):
+    """Raised with every problem found, before anything is registered or written."""
 
 
 def dotted(parts: Iterable[str | int]) -> str:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from components.spec import SpecError, parse_stack_config
-from components.spec.errors import Problem
+from components.spec.errors import Problem, ProblemsError
 from fleetctl.diff.engine import diff_plans
 from fleetctl.diff.render import RENDERERS
 from fleetctl.plan import ProgramError, run_program
@@ -22,12 +22,8 @@ from fleetctl.stackfile import StackFile, StackFileError, read_stack_file
 # Reading the two sides.
 
 
-class InputError(Exception):
+class InputError(ProblemsError):
     """A side could not be read or planned; the problems are in the validate format."""
-
-    def __init__(self, problems: Sequence[Problem]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("\n".join(str(problem) for problem in self.problems))
 
 
 @dataclass(frozen=True)

@@ -16,12 +16,11 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components.spec import SpecError
+from components.spec.errors import ProblemsError
 from fleetctl import diff
 from fleetctl.edit import operations
 from fleetctl.edit.document import ABSENT, Edit, Operation, prepare_edit
-from fleetctl.edit.operations import EditError
-from fleetctl.stackfile import StackFileError, display_path, parse_stack_bytes, stack_path
+from fleetctl.stackfile import display_path, parse_stack_bytes, stack_path
 
 COMMANDS = ("endpoint", "scale", "topology", "store", "stop", "start", "image", "region", "canary")
 """Top-level fleetctl commands that edit a stack file."""
@@ -210,7 +209,7 @@ def run(arguments: argparse.Namespace) -> int:
         infrastructure = _infrastructure_change(path, edit) if arguments.plan and edit.changed else None
         if edit.changed and not arguments.dry_run:
             edit.write()
-    except (StackFileError, SpecError, EditError, diff.InputError) as error:
+    except ProblemsError as error:  # the file, the edit, the resulting config or its plan
         for problem in error.problems:
             print(problem, file=sys.stderr)
         return 1

@@ -16,7 +16,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, ScalarString
 
 from components.spec import NAMESPACE, Canary, Endpoint, Mooncake
-from components.spec.errors import Problem, dotted
+from components.spec.errors import Problem, ProblemsError, dotted
 from components.spec.mooncake import SPLIT_MODES, STORE_MODES, Store, Topology
 from components.spec.sizes import canonical_byte_size
 from fleetctl.edit.tree import append_item, flow_map, flow_seq, remove_entry, remove_item, set_entry
@@ -31,12 +31,8 @@ CANARY_ORDER = tuple(Canary.model_fields)
 STORE_SIZES = ("global_segment_size", "local_buffer_size")
 
 
-class EditError(Exception):
+class EditError(ProblemsError):
     """An edit that cannot be made; the file is left as it was."""
-
-    def __init__(self, problems: Sequence[Problem]) -> None:
-        self.problems = tuple(problems)
-        super().__init__("\n".join(str(problem) for problem in self.problems))
 
 
 def _refuse(path: Sequence[str | int], message: str) -> EditError:
