@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -174,6 +175,7 @@ class RecordingMonitor(mocks.MockMonitor):
         self.stack_outputs: dict[str, Any] = {}
         self._stack_urn = ""
         self._thread_loops: set[asyncio.AbstractEventLoop] = set()
+        self._lock = threading.Lock()
 
     def _keep_thread_loop(self) -> None:
         """The base monitor creates an event loop in each worker thread it runs on; remember it to close it."""
@@ -182,14 +184,19 @@ class RecordingMonitor(mocks.MockMonitor):
         except RuntimeError:
             return
         if not loop.is_running():
-            self._thread_loops.add(loop)
+            with self._lock:
+                self._thread_loops.add(loop)
 
     def close(self) -> None:
-        """Close the worker threads' event loops (left open, they fail noisily at interpreter exit)."""
-        for loop in self._thread_loops:
+        """Close the worker threads' event loops (left open, they fail noisily at interpreter exit).
+
+        After a failed program, worker threads may still be finishing RPCs: take the set under the lock.
+        """
+        with self._lock:
+            loops, self._thread_loops = self._thread_loops, set()
+        for loop in loops:
             if not loop.is_running() and not loop.is_closed():
                 loop.close()
-        self._thread_loops.clear()
 
     def Invoke(self, request: resource_pb2.ResourceInvokeRequest) -> Any:  # noqa: N802 (gRPC name)
         try:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
+import logging
 import os
 import runpy
 import shutil
@@ -170,17 +171,21 @@ def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = P
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
+    failure: str | None = None
     try:
         with _program_path():
             _sync_await(pulumi_stack.run_in_stack(program_main))
     except Exception as error:  # the program's own failure, reported without a traceback
-        raise ProgramError(str(error) or type(error).__name__) from error
+        failure = str(error) or type(error).__name__
     finally:
         _drain(loop)
         asyncio.set_event_loop(None)
         loop.close()
         monitor.close()
-        _forget_program_state()
+    # Outside the except block: nothing refers to the failed program's outputs any more.
+    _forget_program_state(failed=failure is not None)
+    if failure is not None:
+        raise ProgramError(failure)
     resources = tuple(
         sorted(
             (_resource_entry(registration) for registration in monitor.registrations),
@@ -190,14 +195,22 @@ def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = P
     return Plan(project=project, stack=stack_file.stack, resources=resources, outputs=normalise(monitor.stack_outputs))
 
 
-def _forget_program_state() -> None:
-    """Pulumi keeps a program's outputs and RPCs in process-wide settings (the language host
-    runs one program per process). Forget them, as ``pulumi.runtime.mocks.test`` does, so a
-    failed run cannot stall the next one; collect its unretrieved futures now rather than at a
-    random later moment."""
+def _forget_program_state(*, failed: bool) -> None:
+    """Pulumi keeps a program's outputs, RPCs and root stack in process-wide state (the language
+    host runs one program per process). Forget them, as ``pulumi.runtime.mocks.test`` does, so a
+    failed run cannot stall the next one, and collect what they held now: a failed program leaves
+    futures whose exception nobody retrieved, and if the collector finalised them at a random
+    later moment (inside an ``ast.parse``, say) their log message would crash CPython 3.11's
+    parser. Their error is the one reported, so their "never retrieved" messages are muted."""
     settings.SETTINGS.outputs.clear()
     settings.SETTINGS.rpc_manager.clear()
-    gc.collect()
+    settings.set_root_resource(None)  # type: ignore[arg-type]
+    asyncio_logger = logging.getLogger("asyncio")
+    muted, asyncio_logger.disabled = asyncio_logger.disabled, failed or asyncio_logger.disabled
+    try:
+        gc.collect()
+    finally:
+        asyncio_logger.disabled = muted
 
 
 def _drain(loop: asyncio.AbstractEventLoop) -> None:
