@@ -63,6 +63,7 @@ class RegionalPlatform(pulumi.ComponentResource):
         )
         self.kubernetes = self.cluster.kubernetes
 
+        facts = {name: catalog.instance_types[group.instance_types[0]] for name, group in spec.node_groups.items()}
         groups: dict[str, GpuNodeGroup | EfaNodeGroup] = {}
         for group_name, group in spec.node_groups.items():
             group_args = NodeGroupArgs(
@@ -70,7 +71,7 @@ class RegionalPlatform(pulumi.ComponentResource):
                 region=region,
                 group_name=group_name,
                 spec=group,
-                facts=catalog.instance_types[group.instance_types[0]],
+                facts=facts[group_name],
                 cluster=self.cluster.cluster,
                 node_role=self.cluster.node_role,
                 vpc_id=network.vpc_id,
@@ -81,7 +82,6 @@ class RegionalPlatform(pulumi.ComponentResource):
             groups[group_name] = component(naming.platform_name(region, "nodes", group_name), group_args, child)
         self.node_group_names = {group_name: group.node_group_name for group_name, group in groups.items()}
 
-        facts = {name: catalog.instance_types[group.instance_types[0]] for name, group in spec.node_groups.items()}
         system_groups = [groups[name] for name, fact in facts.items() if fact.accelerators == 0]
         addons = ClusterAddons(
             naming.platform_name(region, "addons"),
