@@ -34,3 +34,4 @@ fleet = Fleet(naming.fleet_name(stack), FleetArgs(stack=stack, spec=spec, aws_pr
 pulumi.export("regions", fleet.regions)
 pulumi.export("kubeconfigs", fleet.kubeconfigs)
 pulumi.export("placements", fleet.placements)
+pulumi.export("endpoints", fleet.endpoints)

@@ -60,6 +60,10 @@ class MooncakePins(_Data):
     local_buffer_size: str
 
 
+class ToolPins(_Data):
+    aws_cli: str
+
+
 class KubernetesPins(_Data):
     default_version: str
     supported_versions: tuple[str, ...] = Field(strict=False)
@@ -80,6 +84,7 @@ class ChartPins(_Data):
 class Pins(_Data):
     vllm: VllmPins
     mooncake: MooncakePins
+    tools: ToolPins
     kubernetes: KubernetesPins
     charts: ChartPins
 

@@ -9,8 +9,11 @@ from typing import Any
 import pulumi
 import pulumi_aws as aws
 
+from components import naming
 from components.platform.regional import RegionalPlatform, RegionalPlatformArgs
+from components.render.placement import placed
 from components.spec import StackSpec
+from components.workloads.regional import RegionalWorkloads, RegionalWorkloadsArgs
 
 
 @dataclass(frozen=True)
@@ -25,12 +28,15 @@ class Fleet(pulumi.ComponentResource):
     """Every region's platform and workloads, grouped under one component."""
 
     platforms: dict[str, RegionalPlatform]
+    workloads: dict[str, RegionalWorkloads]
     regions: pulumi.Output[dict[str, Any]]
     """region -> cluster name and endpoint, node group names, cold-tier bucket."""
     kubeconfigs: pulumi.Output[dict[str, Any]]
     """region -> kubeconfig (secret)."""
     placements: pulumi.Output[dict[str, Any]]
     """endpoint -> region -> {node_group, image}: where each endpoint runs."""
+    endpoints: pulumi.Output[dict[str, Any]]
+    """endpoint -> region -> engine record with the routed address (spec section 6)."""
 
     def __init__(self, name: str, args: FleetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:fleet:Fleet", name, None, opts)
@@ -52,6 +58,29 @@ class Fleet(pulumi.ComponentResource):
             )
             for region, region_spec in spec.regions.items()
         }
+        self.workloads = {
+            region: RegionalWorkloads(
+                naming.platform_name(region, "workloads"),
+                RegionalWorkloadsArgs(
+                    region=region,
+                    # Mooncake endpoints are validated and placed; their workloads are not rendered yet.
+                    endpoints=[
+                        placed(spec, placement)
+                        for placement in spec.placements_in(region)
+                        if spec.endpoints[placement.endpoint].classic
+                    ],
+                    kubernetes=platform.kubernetes,
+                    platform=platform.workload_dependencies,
+                ),
+                pulumi.ResourceOptions(parent=self, providers={"kubernetes": platform.kubernetes}),
+            )
+            for region, platform in self.platforms.items()
+        }
+        records: dict[str, dict[str, pulumi.Input[Any]]] = {}
+        for region, workloads in self.workloads.items():
+            for endpoint, record in workloads.records.items():
+                records.setdefault(endpoint, {})[region] = record
+        self.endpoints = pulumi.Output.from_input(records)
         self.regions = pulumi.Output.from_input(
             {region: platform.summary() for region, platform in self.platforms.items()}
         )
@@ -60,7 +89,7 @@ class Fleet(pulumi.ComponentResource):
         }
         self.kubeconfigs = pulumi.Output.secret(kubeconfigs)
         self.placements = pulumi.Output.from_input(placement_table(spec))
-        self.register_outputs({"regions": self.regions, "placements": self.placements})
+        self.register_outputs({"regions": self.regions, "placements": self.placements, "endpoints": self.endpoints})
 
 
 def namespaces_in(spec: StackSpec, region: str) -> tuple[str, ...]:

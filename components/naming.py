@@ -11,7 +11,7 @@ from typing import Literal
 PROJECT = "inference-fleet"
 MANAGED_BY = "pulumi"
 
-Role = Literal["server", "prefill", "decode", "store", "proxy", "canary"]
+Role = Literal["server", "prefill", "decode", "store", "proxy", "canary", "route"]
 
 # Suffixes of the Kubernetes objects an endpoint owns, and the longest name each
 # object kind allows. A StatefulSet's name ends up inside the pod label
@@ -44,12 +44,30 @@ def selector_labels(endpoint: str, role: Role) -> dict[str, str]:
     }
 
 
+def fleet_labels() -> dict[str, str]:
+    """Labels of everything the fleet renders, shared objects (namespaces) included."""
+    return {"app.kubernetes.io/part-of": PROJECT, "app.kubernetes.io/managed-by": MANAGED_BY}
+
+
 def common_labels(endpoint: str, role: Role) -> dict[str, str]:
-    return {
-        **selector_labels(endpoint, role),
-        "app.kubernetes.io/part-of": PROJECT,
-        "app.kubernetes.io/managed-by": MANAGED_BY,
-    }
+    return {**selector_labels(endpoint, role), **fleet_labels()}
+
+
+def workload_resource_name(region: str, object_name: str) -> str:
+    """Pulumi name of a region's Kubernetes object (endpoint names are unique in a stack)."""
+    return f"{region}-{object_name}"
+
+
+INGRESS_CLASS = "alb"
+"""The IngressClass the load balancer controller's chart creates."""
+INGRESS_GROUP = PROJECT
+"""Every route of a region joins this ingress group: one shared ALB per region."""
+INGRESS_PATH_PREFIX = "/inference"
+
+
+def route_path(endpoint: str) -> str:
+    """Where the region's shared load balancer serves the endpoint."""
+    return f"{INGRESS_PATH_PREFIX}/{endpoint}"
 
 
 def fleet_name(stack: str) -> str:

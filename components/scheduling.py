@@ -6,14 +6,33 @@ and workloads select and tolerate exactly these.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from components.catalog import InstanceType
+from components.catalog import AcceleratorKind, InstanceType
+from components.spec.region import CapacityType
 
 NODE_GROUP_LABEL = "inference-fleet/node-group"
 EFA_LABEL = "inference-fleet/efa"
 ACCELERATOR_LABEL = "inference-fleet/accelerator"
+CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
+"""Set by EKS on every node of a managed node group, to the EKS spelling of its capacity type."""
+
+# The EKS API's spelling of the spec's capacity types.
+# https://docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html (capacityType)
+EKS_CAPACITY_TYPES: Mapping[CapacityType, str] = {
+    "on-demand": "ON_DEMAND",
+    "spot": "SPOT",
+    "capacity-block": "CAPACITY_BLOCK",
+}
+
+# The extended resource each device plugin advertises.
+DEVICE_RESOURCES: Mapping[AcceleratorKind, str] = {
+    "nvidia": "nvidia.com/gpu",
+    "neuron": "aws.amazon.com/neuron",
+}
+EFA_RESOURCE = "vpc.amazonaws.com/efa"
 
 Effect = Literal["NoSchedule", "NoExecute", "PreferNoSchedule"]
 
@@ -65,3 +84,7 @@ def node_taints(efa: bool, facts: InstanceType) -> tuple[Taint, ...]:
 
 def tolerations(taints: tuple[Taint, ...]) -> list[dict[str, str]]:
     return [taint.toleration() for taint in taints]
+
+
+def eks_capacity_type(spec_value: CapacityType) -> str:
+    return EKS_CAPACITY_TYPES[spec_value]

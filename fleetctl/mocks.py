@@ -128,7 +128,13 @@ def _managed_node_group(_: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {key: inputs[key] for key in ("cluster", "nodeRole") if inputs.get(key) is not None}
 
 
+def _ingress(name: str, _: Mapping[str, Any]) -> dict[str, Any]:
+    """The status the load balancer controller writes once the region's ALB exists."""
+    return {"status": {"loadBalancer": {"ingress": [{"hostname": f"{name}.offline.elb.amazonaws.com"}]}}}
+
+
 OUTPUTS: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
+    "kubernetes:networking.k8s.io/v1:Ingress": _ingress,
     "eks:index:ManagedNodeGroup": _managed_node_group,
     "eks:index:Cluster": _eks_cluster,
     "awsx:ec2:Vpc": _vpc,

@@ -245,7 +245,8 @@ def region_of(resource: Mapping[str, Any], by_urn: Mapping[str, Mapping[str, Any
         if current["type"] == "pulumi:providers:aws":
             region = current["inputs"].get("region")
             return str(region) if region else None
-        provider = current.get("provider") or current["options"].get("providers", {}).get("aws")
+        providers = current["options"].get("providers", {})
+        provider = current.get("provider") or providers.get("aws") or next(iter(providers.values()), None)
         following = provider or current.get("parent")
         current = by_urn.get(following) if following else None
     return None
@@ -281,6 +282,7 @@ def _yaml(document: Any) -> str:
 
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False
+    yaml.width = 4096  # one line per value: images and annotations stay greppable
     yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]  # keep apiVersion, kind first
     buffer = io.StringIO()
     yaml.dump(document, buffer)

@@ -6,13 +6,12 @@ template and a managed node group.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 
 import pulumi
 import pulumi_aws as aws
 
 from components.catalog import InstanceType
-from components.spec.region import CapacityType
 
 PRIMARY_INTERFACE_TYPE = "efa"
 SECONDARY_INTERFACE_TYPE = "efa-only"
@@ -74,16 +73,3 @@ def check_instance_facts(
             f"but EC2 reports efa_maximum_interfaces {efa_maximum_interfaces}; correct the catalog entry"
         )
     return facts.efa_interfaces
-
-
-# The EKS API's spelling of the spec's capacity types.
-# https://docs.aws.amazon.com/eks/latest/APIReference/API_Nodegroup.html (capacityType)
-EKS_CAPACITY_TYPES: Mapping[CapacityType, str] = {
-    "on-demand": "ON_DEMAND",
-    "spot": "SPOT",
-    "capacity-block": "CAPACITY_BLOCK",
-}
-
-
-def eks_capacity_type(spec_value: CapacityType) -> str:
-    return EKS_CAPACITY_TYPES[spec_value]

@@ -22,8 +22,6 @@ from components.spec.region import Ingress
 
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "aws-load-balancer-controller"
-INGRESS_CLASS = "alb"
-INGRESS_GROUP = naming.PROJECT
 CLUSTER_TAG = "elbv2.k8s.aws/cluster"
 
 
@@ -168,10 +166,10 @@ def controller_values(cluster_name: str, region: str, vpc_id: str, ingress: Ingr
         "enableWaf": False,
         "enableWafv2": False,
         "createIngressClassResource": True,
-        "ingressClass": INGRESS_CLASS,
+        "ingressClass": naming.INGRESS_CLASS,
         "ingressClassParams": {
             "create": True,
-            "spec": {"scheme": ingress.scheme, "group": {"name": INGRESS_GROUP}},
+            "spec": {"scheme": ingress.scheme, "group": {"name": naming.INGRESS_GROUP}},
         },
         "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
     }

@@ -18,7 +18,8 @@ import pulumi_eks as eks
 
 from components import naming, scheduling
 from components.catalog import InstanceType
-from components.platform.efa import check_instance_facts, efa_network_interfaces, eks_capacity_type
+from components.platform.efa import check_instance_facts, efa_network_interfaces
+from components.scheduling import eks_capacity_type
 from components.spec.region import NodeGroup
 
 # Root volume sizes. Accelerator nodes pull inference images of 10-20 GB (CUDA,

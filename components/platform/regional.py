@@ -40,6 +40,9 @@ class RegionalPlatform(pulumi.ComponentResource):
     node_group_names: dict[str, pulumi.Output[str]]
     cold_tier: ColdTier | None
     workload_role_arn: pulumi.Output[str]
+    workload_dependencies: list[pulumi.Resource]
+    """What pods need first: node groups, device plugins and the load balancer controller,
+    whose webhooks see every Service and pod."""
 
     def __init__(self, name: str, args: RegionalPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:platform:RegionalPlatform", name, None, opts)
@@ -95,7 +98,7 @@ class RegionalPlatform(pulumi.ComponentResource):
             ),
             child,
         )
-        LoadBalancerController(
+        lb_controller = LoadBalancerController(
             naming.platform_name(region, "lb-controller"),
             LoadBalancerControllerArgs(
                 region=region,
@@ -127,6 +130,7 @@ class RegionalPlatform(pulumi.ComponentResource):
             child,
         )
         self.workload_role_arn = identity.role_arn
+        self.workload_dependencies = [*groups.values(), addons, lb_controller, identity]
         self.register_outputs(
             {
                 "cluster_name": self.cluster.cluster_name,

@@ -5,9 +5,10 @@ from __future__ import annotations
 import re
 from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from components.catalog import pins
+from components.render.frameworks import ServerInputs, ServerLaunch, flag_name, server_launch
 from components.spec.autoscaling import Autoscaling
 from components.spec.base import (
     DnsLabel,
@@ -25,9 +26,13 @@ from components.spec.engine import EngineCapabilities
 from components.spec.images import HEALTH_PATHS, Framework, framework_from_image, rewrite_for_region
 from components.spec.mooncake import Mooncake, Proxy
 from components.spec.region import CapacityType
+from components.spec.sizes import ByteSize
 
 _SECRET_LIKE = re.compile(r"(PASSWORD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.IGNORECASE)
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+_CPU = re.compile(r"^([1-9][0-9]{0,3}|[0-9]{1,4}\.[0-9]{1,3}|[1-9][0-9]{0,6}m)$")
+MODELS_DIR = "/models"
+"""Where model_source is synced when model_path is not given: /models/<last part of the source>."""
 RESERVED_LABEL_PREFIX = "app.kubernetes.io/"
 
 
@@ -53,9 +58,40 @@ def _own_label(key: str) -> str:
     return key
 
 
+def _cpu(value: object) -> str:
+    text = str(value).strip()
+    if (
+        not isinstance(value, int | str)
+        or isinstance(value, bool)
+        or not _CPU.match(text)
+        or float(text.rstrip("m")) == 0
+    ):
+        raise fail("cpu", "must be a positive CPU count such as 8, '1.5' or '500m', got {value!r}", value=value)
+    return text
+
+
 Path = Annotated[str, AfterValidator(_path)]
 S3Uri = Annotated[str, AfterValidator(_s3_uri)]
 UserLabelKey = Annotated[LabelKey, AfterValidator(_own_label)]
+Cpu = Annotated[str, BeforeValidator(_cpu, json_schema_input_type=int | str)]
+
+# Per-pod defaults, sized so a one-GPU pod fits the smallest GPU instances (4 vCPUs, 16 GiB).
+CPU_PER_GPU = 3
+MEMORY_PER_GPU = 12 * 2**30
+CPU_WITHOUT_GPU = 2
+MEMORY_WITHOUT_GPU = 8 * 2**30
+
+
+class Resources(SpecModel):
+    """CPU and memory of each pod; requested and limited alike (with the GPUs: Guaranteed QoS)."""
+
+    cpu: Cpu | None = Field(
+        None, description="CPUs per pod (8, '1.5', '500m'); default 3 per GPU, 2 for a pod without GPUs."
+    )
+    memory: ByteSize | None = Field(
+        None,
+        description="Memory per pod, /dev/shm included (e.g. 96GiB); default 12 GiB per GPU, 8 GiB without GPUs.",
+    )
 
 
 class SecretRef(SpecModel):
@@ -96,8 +132,15 @@ class Endpoint(SpecModel):
     health_check_path: Path | None = Field(
         None, description="Readiness and liveness path; defaults to the framework's (/health, Triton /v2/health/ready)."
     )
-    model_path: Path | None = Field(None, description="Path of the weights inside the pod.")
-    model_source: S3Uri | None = Field(None, description="s3:// URI of the weights, synced into the pod before start.")
+    model_path: Path | None = Field(
+        None,
+        description="Path of the weights inside the pod, handed to the server (vLLM's model, SGLang --model-path, "
+        "TGI --model-id, Triton --model-repository); with model_source it defaults to /models/<last part of the URI>.",
+    )
+    model_source: S3Uri | None = Field(
+        None, description="s3:// URI of the weights, synced into model_path by an init container before start."
+    )
+    resources: Resources = Field(default_factory=Resources, description="CPU and memory per pod.")
     env: dict[EnvName, str] = Field(
         default_factory=dict, description="Extra environment; credentials belong in secret_env, never here."
     )
@@ -166,8 +209,37 @@ class Endpoint(SpecModel):
                 "framework": framework,
                 "replicas": 1 if self.replicas is None else self.replicas,
                 "health_check_path": self.health_check_path or HEALTH_PATHS[framework],
+                **self._pod_defaults(),
+            }
+        )._check_args()
+
+    def _pod_defaults(self) -> dict[str, object]:
+        gpus = self.gpu_count
+        resources = self.resources.model_copy(
+            update={
+                "cpu": self.resources.cpu or str(CPU_PER_GPU * gpus if gpus else CPU_WITHOUT_GPU),
+                "memory": self.resources.memory or str(MEMORY_PER_GPU * gpus if gpus else MEMORY_WITHOUT_GPU),
             }
         )
+        model_path = self.model_path
+        if model_path is None and self.model_source is not None:
+            model_path = f"{MODELS_DIR}/{self.model_source.rstrip('/').rsplit('/', 1)[-1]}"
+        return {"resources": resources, "model_path": model_path}
+
+    def _check_args(self) -> Self:
+        """Refuse args that repeat a flag the framework adapter renders from a field."""
+        owned = self.server_launch().owned
+        for index, arg in enumerate(self.args):
+            name = flag_name(arg)
+            if name in owned:
+                raise fail(
+                    "owned_flag",
+                    "{name!r} is rendered from {source}; set {source} instead of passing it in args",
+                    at=f"args[{index}]",
+                    name=name,
+                    source=owned[name],
+                )
+        return self
 
     def _resolve_mooncake(self) -> Self:
         mooncake = self.mooncake
@@ -206,8 +278,9 @@ class Endpoint(SpecModel):
                 "framework": "vllm",
                 "health_check_path": self.health_check_path or HEALTH_PATHS["vllm"],
                 "mooncake": mooncake,
+                **self._pod_defaults(),
             }
-        )
+        )._check_args()
 
     # Derived facts the workloads use.
 
@@ -231,6 +304,17 @@ class Endpoint(SpecModel):
         if region in self.region_image_uris:
             return self.region_image_uris[region]
         return rewrite_for_region(self.image, region) if self.rewrite_image else self.image
+
+    def server_launch(self) -> ServerLaunch:
+        """How the framework's server starts, the engine record translated into its flags."""
+        assert self.framework is not None
+        inputs = ServerInputs(
+            port=self.port,
+            gpu_count=self.gpu_count,
+            model_dir=self.model_path,
+            engine=self.engine or EngineCapabilities(),
+        )
+        return server_launch(self.framework, inputs)
 
     def max_gpu_pods(self) -> int:
         """Most GPU pods the endpoint can run at once (counts, canary and autoscaling maxima)."""

@@ -7,7 +7,8 @@ from typing import get_args
 import pytest
 
 from components.catalog import InstanceType, instance_catalog
-from components.platform.efa import check_instance_facts, efa_network_interfaces, eks_capacity_type
+from components.platform.efa import check_instance_facts, efa_network_interfaces
+from components.scheduling import eks_capacity_type
 from components.spec.region import CapacityType
 
 SECURITY_GROUPS = ["sg-efa", "sg-cluster"]

@@ -1,0 +1,128 @@
+"""A classic endpoint (no mooncake block) in one region: Deployment, Service,
+PodDisruptionBudget, HorizontalPodAutoscaler, canary Deployment and Service, and its route.
+Also the objects each namespace gets once per region."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import naming
+from components.render.autoscaling import horizontal_pod_autoscaler
+from components.render.kube import metadata
+from components.render.placement import PlacedEndpoint
+from components.render.pods import PORT_NAME, STARTUP_FAILURE_THRESHOLD, STARTUP_PERIOD_SECONDS, pod_template
+from components.render.route import SERVICE_PORT, route
+from components.spec.images import rewrite_for_region
+
+PROGRESS_DEADLINE_SECONDS = 2 * STARTUP_FAILURE_THRESHOLD * STARTUP_PERIOD_SECONDS
+"""A rollout counts as stuck only after twice the time a pod may take to load its model."""
+
+
+def _labels(endpoint: PlacedEndpoint, role: naming.Role) -> dict[str, str]:
+    return {**naming.common_labels(endpoint.name, role), **endpoint.spec.labels}
+
+
+def deployment(endpoint: PlacedEndpoint, role: naming.Role, image: str, replicas: int | None) -> dict[str, Any]:
+    """``replicas`` None leaves the count to the HorizontalPodAutoscaler (DESIGN decision 9):
+    a field Pulumi does not send is a field its server-side apply does not own."""
+    spec: dict[str, Any] = {}
+    if replicas is not None:
+        spec["replicas"] = replicas
+    spec.update(
+        {
+            "selector": {"matchLabels": naming.selector_labels(endpoint.name, role)},
+            # Keep serving while a new pod loads; GPU capacity for one extra pod is needed to roll.
+            "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
+            "progressDeadlineSeconds": PROGRESS_DEADLINE_SECONDS,
+            "template": pod_template(endpoint, role, image),
+        }
+    )
+    name = naming.object_name(endpoint.name, role)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "Deployment",
+        "metadata": metadata(name, endpoint.namespace, _labels(endpoint, role)),
+        "spec": spec,
+    }
+
+
+def service(endpoint: PlacedEndpoint, role: naming.Role) -> dict[str, Any]:
+    name = naming.object_name(endpoint.name, role)
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(name, endpoint.namespace, _labels(endpoint, role)),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": naming.selector_labels(endpoint.name, role),
+            "ports": [{"name": PORT_NAME, "port": SERVICE_PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
+        },
+    }
+
+
+def pod_disruption_budget(endpoint: PlacedEndpoint, role: naming.Role) -> dict[str, Any]:
+    """Node drains take one pod of the role at a time."""
+    name = naming.object_name(endpoint.name, role)
+    return {
+        "apiVersion": "policy/v1",
+        "kind": "PodDisruptionBudget",
+        "metadata": metadata(name, endpoint.namespace, _labels(endpoint, role)),
+        "spec": {"maxUnavailable": 1, "selector": {"matchLabels": naming.selector_labels(endpoint.name, role)}},
+    }
+
+
+def primary_replicas(endpoint: PlacedEndpoint) -> int | None:
+    spec = endpoint.spec
+    if spec.desired_state == "stopped":
+        return 0  # an autoscaler leaves a Deployment at zero alone
+    if spec.autoscaled:
+        return None
+    assert spec.replicas is not None
+    return spec.replicas
+
+
+def canary_image(endpoint: PlacedEndpoint) -> str:
+    spec = endpoint.spec
+    assert spec.canary is not None
+    image = spec.canary.image
+    return rewrite_for_region(image, endpoint.region) if spec.rewrite_image else image
+
+
+def classic_objects(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
+    """Every object of a classic endpoint in its region, keyed by a stable part name."""
+    spec = endpoint.spec
+    objects = {
+        "deployment": deployment(endpoint, "server", endpoint.image, primary_replicas(endpoint)),
+        "service": service(endpoint, "server"),
+        "disruption-budget": pod_disruption_budget(endpoint, "server"),
+    }
+    if spec.autoscaling is not None and spec.autoscaling.enabled:
+        name = naming.object_name(endpoint.name, "server")
+        objects["autoscaler"] = horizontal_pod_autoscaler(
+            name,
+            endpoint.namespace,
+            _labels(endpoint, "server"),
+            target=name,
+            min_replicas=spec.autoscaling.min_replicas,
+            max_replicas=spec.autoscaling.max_replicas,
+            metrics=spec.autoscaling.metrics,
+        )
+    if spec.canary is not None:
+        objects["canary-deployment"] = deployment(endpoint, "canary", canary_image(endpoint), spec.canary.replicas)
+        objects["canary-service"] = service(endpoint, "canary")
+    objects["route"] = route(endpoint)
+    return objects
+
+
+def namespace(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(name, None, naming.fleet_labels())}
+
+
+def workload_service_account(namespace_name: str) -> dict[str, Any]:
+    """The ServiceAccount inference pods run as; EKS Pod Identity binds it to the workload role."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata(naming.WORKLOAD_SERVICE_ACCOUNT, namespace_name, naming.fleet_labels()),
+        "automountServiceAccountToken": False,
+    }

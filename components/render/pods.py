@@ -1,0 +1,155 @@
+"""The pod template every endpoint workload shares: server container, model sync,
+probes sized for model loading, scheduling on the endpoint's node group."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import naming
+from components.catalog import pins
+from components.render.kube import quantity
+from components.render.placement import PlacedEndpoint
+from components.scheduling import (
+    CAPACITY_TYPE_LABEL,
+    DEVICE_RESOURCES,
+    NODE_GROUP_LABEL,
+    eks_capacity_type,
+    tolerations,
+)
+
+SERVER_CONTAINER = "server"
+PORT_NAME = "http"
+SHM_VOLUME = "dshm"
+WEIGHTS_VOLUME = "model-weights"
+
+# Model loading takes minutes: the startup probe allows 30 of them before liveness
+# starts counting, so a slow load is never mistaken for a hung server.
+STARTUP_PERIOD_SECONDS = 10
+STARTUP_FAILURE_THRESHOLD = 180
+TERMINATION_GRACE_SECONDS = 120
+"""Time to finish in-flight generations after the load balancer stops sending requests."""
+
+def restricted() -> dict[str, Any]:
+    """A container's security context: no privilege escalation, no capabilities."""
+    return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
+
+
+def _http_get(path: str) -> dict[str, Any]:
+    return {"httpGet": {"path": path, "port": PORT_NAME}}
+
+
+def probes(health_path: str) -> dict[str, Any]:
+    return {
+        "startupProbe": {
+            **_http_get(health_path),
+            "periodSeconds": STARTUP_PERIOD_SECONDS,
+            "timeoutSeconds": 5,
+            "failureThreshold": STARTUP_FAILURE_THRESHOLD,
+        },
+        "readinessProbe": {**_http_get(health_path), "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
+        "livenessProbe": {**_http_get(health_path), "periodSeconds": 15, "timeoutSeconds": 10, "failureThreshold": 4},
+    }
+
+
+def pod_resources(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    """Requests equal limits: with the GPUs, a Guaranteed pod that is evicted last."""
+    spec = endpoint.spec
+    assert spec.resources.cpu is not None
+    assert spec.resources.memory is not None
+    amounts: dict[str, str] = {"cpu": spec.resources.cpu, "memory": quantity(spec.resources.memory)}
+    if spec.gpu_count:
+        amounts[DEVICE_RESOURCES[spec.accelerator]] = str(spec.gpu_count)
+    return {"requests": dict(amounts), "limits": dict(amounts)}
+
+
+def shm_size(endpoint: PlacedEndpoint) -> str:
+    """Half the pod's memory: /dev/shm is memory-backed and counted against the pod's limit."""
+    assert endpoint.spec.resources.memory is not None
+    return quantity(int(endpoint.spec.resources.memory) // 2)
+
+
+def _env(endpoint: PlacedEndpoint, launch_env: dict[str, str]) -> list[dict[str, Any]]:
+    spec = endpoint.spec
+    env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in launch_env.items()]
+    env += [{"name": name, "value": value} for name, value in spec.env.items() if name not in launch_env]
+    env += [
+        {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}}
+        for name, ref in spec.secret_env.items()
+    ]
+    return env
+
+
+def server_container(endpoint: PlacedEndpoint, image: str) -> dict[str, Any]:
+    spec = endpoint.spec
+    launch = spec.server_launch()
+    assert spec.health_check_path is not None
+    container: dict[str, Any] = {"name": SERVER_CONTAINER, "image": image}
+    if launch.command:
+        container["command"] = list(launch.command)
+    container["args"] = [*launch.args, *spec.args]
+    container["ports"] = [{"name": PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}]
+    env = _env(endpoint, launch.env)
+    if env:
+        container["env"] = env
+    container["resources"] = pod_resources(endpoint)
+    container.update(probes(spec.health_check_path))
+    mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
+    if spec.model_source is not None:
+        assert spec.model_path is not None
+        mounts.append({"name": WEIGHTS_VOLUME, "mountPath": spec.model_path, "readOnly": True})
+    container["volumeMounts"] = mounts
+    container["securityContext"] = restricted()
+    return container
+
+
+def model_sync_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    """Copies model_source into the weights volume with the workload identity (EKS Pod Identity)."""
+    spec = endpoint.spec
+    assert spec.model_source is not None
+    assert spec.model_path is not None
+    amounts = {"cpu": "2", "memory": "4Gi"}
+    return {
+        "name": "model-sync",
+        "image": pins().tools.aws_cli,
+        "args": ["s3", "sync", spec.model_source, spec.model_path, "--only-show-errors"],
+        "env": [{"name": "AWS_REGION", "value": endpoint.region}],
+        "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+        "volumeMounts": [{"name": WEIGHTS_VOLUME, "mountPath": spec.model_path}],
+        "securityContext": restricted(),
+    }
+
+
+def node_selector(endpoint: PlacedEndpoint) -> dict[str, str]:
+    spec = endpoint.spec
+    selector: dict[str, str] = {}
+    if endpoint.node_group is not None:
+        selector[NODE_GROUP_LABEL] = endpoint.node_group
+    if spec.capacity_type is not None:
+        selector[CAPACITY_TYPE_LABEL] = eks_capacity_type(spec.capacity_type)
+    return {**selector, **spec.node_selector}
+
+
+def pod_template(endpoint: PlacedEndpoint, role: naming.Role, image: str) -> dict[str, Any]:
+    spec = endpoint.spec
+    volumes: list[dict[str, Any]] = [
+        {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shm_size(endpoint)}}
+    ]
+    pod: dict[str, Any] = {
+        "serviceAccountName": naming.WORKLOAD_SERVICE_ACCOUNT,
+        # Pods never call the Kubernetes API; EKS Pod Identity mounts its own token for AWS.
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+    }
+    if spec.model_source is not None:
+        volumes.append({"name": WEIGHTS_VOLUME, "emptyDir": {}})
+        pod["initContainers"] = [model_sync_container(endpoint)]
+    pod["containers"] = [server_container(endpoint, image)]
+    pod["volumes"] = volumes
+    selector = node_selector(endpoint)
+    if selector:
+        pod["nodeSelector"] = selector
+    if endpoint.taints:
+        pod["tolerations"] = tolerations(endpoint.taints)
+    return {"metadata": {"labels": {**naming.common_labels(endpoint.name, role), **spec.labels}}, "spec": pod}

@@ -1,0 +1,105 @@
+"""The endpoint's route on the region's shared ALB: an Ingress in the load balancer
+controller's ingress group, with a weighted forward action (primary, and canary while one runs).
+
+Each endpoint has its own Ingress; the controller merges every Ingress of the group into
+one ALB per region. The route is always a forward action, so moving a canary's weight,
+adding or removing a canary changes only this Ingress's annotations.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from components import naming
+from components.render.kube import metadata
+from components.render.placement import PlacedEndpoint
+
+ALB = "alb.ingress.kubernetes.io"
+SERVICE_PORT = 80
+TLS_POLICY = "ELBSecurityPolicy-TLS13-1-2-2021-06"
+IDLE_TIMEOUT_SECONDS = 600
+"""A non-streamed long generation can take minutes; the ALB's default closes idle connections after 60 s."""
+
+
+def weights(endpoint: PlacedEndpoint) -> list[tuple[str, int]]:
+    """(Service, weight) pairs of the route; they always sum to 100."""
+    canary = endpoint.spec.canary
+    primary = naming.object_name(endpoint.name, "server")
+    if canary is None:
+        return [(primary, 100)]
+    return [(primary, 100 - canary.weight), (naming.object_name(endpoint.name, "canary"), canary.weight)]
+
+
+def forward_action(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    return {
+        "type": "forward",
+        "forwardConfig": {
+            "targetGroups": [
+                {"serviceName": service, "servicePort": SERVICE_PORT, "weight": weight}
+                for service, weight in weights(endpoint)
+            ]
+        },
+    }
+
+
+def strip_prefix(endpoint: PlacedEndpoint) -> list[dict[str, Any]]:
+    """An ALB URL rewrite: servers see /v1/completions, not /inference/<name>/v1/completions."""
+    path = naming.route_path(endpoint.name)
+    return [
+        {
+            "type": "url-rewrite",
+            "urlRewriteConfig": {"rewrites": [{"regex": f"^{path}/?(.*)$", "replace": "/$1"}]},
+        }
+    ]
+
+
+def _compact(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True)
+
+
+def route(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    spec = endpoint.spec
+    ingress = endpoint.ingress
+    # The action is named after the primary Service: the controller looks the action up by
+    # the backend's name, and Pulumi's Ingress await finds that Service's endpoints.
+    action = naming.object_name(endpoint.name, "server")
+    annotations = {
+        f"{ALB}/target-type": "ip",
+        f"{ALB}/healthcheck-path": spec.health_check_path,
+        f"{ALB}/load-balancer-attributes": f"idle_timeout.timeout_seconds={IDLE_TIMEOUT_SECONDS}",
+        f"{ALB}/actions.{action}": _compact(forward_action(endpoint)),
+        f"{ALB}/transforms.{action}": _compact(strip_prefix(endpoint)),
+    }
+    if ingress.certificate_arn is not None:
+        annotations[f"{ALB}/listen-ports"] = _compact([{"HTTPS": 443}])
+        annotations[f"{ALB}/certificate-arn"] = ingress.certificate_arn
+        annotations[f"{ALB}/ssl-policy"] = TLS_POLICY
+    else:
+        annotations[f"{ALB}/listen-ports"] = _compact([{"HTTP": 80}])
+    if ingress.allowed_cidrs:
+        annotations[f"{ALB}/inbound-cidrs"] = ",".join(ingress.allowed_cidrs)
+    meta = metadata(endpoint.name, endpoint.namespace, {**naming.common_labels(endpoint.name, "route"), **spec.labels})
+    meta["annotations"] = dict(sorted(annotations.items()))
+    backend = {"service": {"name": action, "port": {"name": "use-annotation"}}}
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "Ingress",
+        "metadata": meta,
+        "spec": {
+            "ingressClassName": naming.INGRESS_CLASS,
+            "rules": [
+                {
+                    "http": {
+                        "paths": [{"path": naming.route_path(endpoint.name), "pathType": "Prefix", "backend": backend}]
+                    }
+                }
+            ],
+        },
+    }
+
+
+def address(endpoint: PlacedEndpoint, hostname: str) -> str:
+    """The routed address clients call, given the ALB's DNS name."""
+    scheme = "https" if endpoint.ingress.certificate_arn is not None else "http"
+    return f"{scheme}://{hostname}{naming.route_path(endpoint.name)}"

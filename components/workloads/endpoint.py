@@ -1,0 +1,81 @@
+"""A classic endpoint in one region: its rendered objects registered with the region's cluster."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import naming
+from components.render.classic import PROGRESS_DEADLINE_SECONDS, classic_objects
+from components.render.placement import PlacedEndpoint
+from components.render.route import address
+from components.spec.engine import EndpointRecord, EngineCapabilities
+from components.workloads.kube import register
+
+# Pulumi waits for a rollout until the Deployment reports it stuck (its progress deadline),
+# never for less: a model that takes long to load must not fail `pulumi up`.
+ROLLOUT_TIMEOUT = f"{PROGRESS_DEADLINE_SECONDS // 60 + 10}m"
+ROUTE_TIMEOUT = "20m"
+"""The load balancer controller provisions the ALB (first route of a region) in a few minutes."""
+
+
+@dataclass(frozen=True)
+class InferenceEndpointArgs:
+    endpoint: PlacedEndpoint
+    kubernetes: k8s.Provider
+    depends_on: Sequence[pulumi.Resource]
+    """The namespace objects and the platform parts pods need (node groups, device plugins,
+    the load balancer controller whose webhooks see every Service)."""
+
+
+class InferenceEndpoint(pulumi.ComponentResource):
+    record: pulumi.Output[dict[str, Any]]
+    """The framework-neutral engine record (spec section 6) with the routed address."""
+
+    def __init__(self, name: str, args: InferenceEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("inference-fleet:workloads:InferenceEndpoint", name, None, opts)
+        endpoint = args.endpoint
+        route: k8s.networking.v1.Ingress | None = None
+        for manifest in classic_objects(endpoint).values():
+            kind = manifest["kind"]
+            timeouts = None
+            if kind == "Deployment":
+                timeouts = pulumi.CustomTimeouts(create=ROLLOUT_TIMEOUT, update=ROLLOUT_TIMEOUT)
+            elif kind == "Ingress":
+                timeouts = pulumi.CustomTimeouts(create=ROUTE_TIMEOUT, update=ROUTE_TIMEOUT)
+            resource = register(
+                naming.workload_resource_name(endpoint.region, manifest["metadata"]["name"]),
+                manifest,
+                pulumi.ResourceOptions(
+                    parent=self,
+                    provider=args.kubernetes,
+                    depends_on=list(args.depends_on),
+                    custom_timeouts=timeouts,
+                ),
+            )
+            if kind == "Ingress":
+                assert isinstance(resource, k8s.networking.v1.Ingress)
+                route = resource
+        assert route is not None
+        capabilities = endpoint.spec.engine or EngineCapabilities()
+        self.record = route.status.apply(
+            lambda status: EndpointRecord(
+                endpoint=endpoint.name,
+                region=endpoint.region,
+                address=address(endpoint, _hostname(status)),
+                capabilities=capabilities,
+            ).to_dict()
+        )
+        self.register_outputs({"record": self.record})
+
+
+def _hostname(status: Any) -> str:
+    """The ALB's DNS name from the Ingress status (set by the load balancer controller)."""
+    ingresses = status.load_balancer.ingress if status and status.load_balancer else None
+    if not ingresses or not ingresses[0].hostname:
+        return "<pending>"
+    return str(ingresses[0].hostname)

@@ -1,0 +1,63 @@
+"""Everything the endpoints of one region run on its cluster: per namespace the Namespace
+and the workload ServiceAccount, per endpoint an InferenceEndpoint."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import naming
+from components.render.classic import namespace, workload_service_account
+from components.render.placement import PlacedEndpoint
+from components.workloads.endpoint import InferenceEndpoint, InferenceEndpointArgs
+from components.workloads.kube import register
+
+
+@dataclass(frozen=True)
+class RegionalWorkloadsArgs:
+    region: str
+    endpoints: Sequence[PlacedEndpoint]
+    kubernetes: k8s.Provider
+    platform: Sequence[pulumi.Resource]
+    """What pods need before they are created (node groups, device plugins, load balancer controller)."""
+
+
+class RegionalWorkloads(pulumi.ComponentResource):
+    records: dict[str, pulumi.Output[dict[str, Any]]]
+    """endpoint -> its engine record in this region."""
+
+    def __init__(self, name: str, args: RegionalWorkloadsArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("inference-fleet:workloads:RegionalWorkloads", name, None, opts)
+        region = args.region
+        namespace_objects: dict[str, list[pulumi.Resource]] = {}
+        for namespace_name in sorted({endpoint.namespace for endpoint in args.endpoints}):
+            pulumi_name = naming.workload_resource_name(region, namespace_name)
+            # Kept on delete: the namespace may hold objects that are not ours ("created if missing").
+            created = register(
+                pulumi_name,
+                namespace(namespace_name),
+                pulumi.ResourceOptions(parent=self, provider=args.kubernetes, retain_on_delete=True),
+            )
+            account = register(
+                pulumi_name,
+                workload_service_account(namespace_name),
+                pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[created]),
+            )
+            namespace_objects[namespace_name] = [created, account]
+        self.records = {}
+        for endpoint in args.endpoints:
+            component = InferenceEndpoint(
+                naming.workload_resource_name(region, endpoint.name),
+                InferenceEndpointArgs(
+                    endpoint=endpoint,
+                    kubernetes=args.kubernetes,
+                    depends_on=[*namespace_objects[endpoint.namespace], *args.platform],
+                ),
+                pulumi.ResourceOptions(parent=self),
+            )
+            self.records[endpoint.name] = component.record
+        self.register_outputs({"records": self.records})
