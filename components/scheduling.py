@@ -8,10 +8,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from components.catalog import AcceleratorKind, InstanceType
-from components.spec.region import CapacityType
+
+if TYPE_CHECKING:  # the spec package imports this module
+    from components.spec.region import CapacityType
 
 NODE_GROUP_LABEL = "inference-fleet/node-group"
 EFA_LABEL = "inference-fleet/efa"

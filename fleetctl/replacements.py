@@ -245,7 +245,8 @@ ROLLING_RESTART: dict[str, tuple[str, ...]] = {
 }
 
 TRAFFIC_ONLY: dict[str, tuple[str, ...]] = {
-    # The load balancer controller reads route weights from the Ingress annotations.
-    "kubernetes:networking.k8s.io/v1:Ingress": ("metadata.annotations",),
+    # The load balancer controller reads a route's target groups and weights from its
+    # forward action annotation (components/render/route.py).
+    "kubernetes:networking.k8s.io/v1:Ingress": ('metadata.annotations["alb.ingress.kubernetes.io/actions.*"]',),
 }
 """An update touching only these paths moves traffic and nothing else."""

@@ -29,6 +29,7 @@ STARTUP_FAILURE_THRESHOLD = 180
 TERMINATION_GRACE_SECONDS = 120
 """Time to finish in-flight generations after the load balancer stops sending requests."""
 
+
 def restricted() -> dict[str, Any]:
     """A container's security context: no privilege escalation, no capabilities."""
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}

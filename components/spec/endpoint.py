@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from components.catalog import pins
 from components.render.frameworks import ServerInputs, ServerLaunch, flag_name, server_launch
+from components.scheduling import CAPACITY_TYPE_LABEL, NODE_GROUP_LABEL
 from components.spec.autoscaling import Autoscaling
 from components.spec.base import (
     DnsLabel,
@@ -34,6 +35,8 @@ _CPU = re.compile(r"^([1-9][0-9]{0,3}|[0-9]{1,4}\.[0-9]{1,3}|[1-9][0-9]{0,6}m)$"
 MODELS_DIR = "/models"
 """Where model_source is synced when model_path is not given: /models/<last part of the source>."""
 RESERVED_LABEL_PREFIX = "app.kubernetes.io/"
+# Node labels the pods are steered by, each from its own field.
+_STEERING_LABELS = {NODE_GROUP_LABEL: "node_group", CAPACITY_TYPE_LABEL: "capacity_type"}
 
 
 def _path(value: str) -> str:
@@ -184,6 +187,15 @@ class Endpoint(SpecModel):
                 )
             if name in self.secret_env:
                 raise fail("env_twice", "{name!r} is also in secret_env; keep one", at=f"env.{name}", name=name)
+        for key, field in _STEERING_LABELS.items():
+            if key in self.node_selector:
+                raise fail(
+                    "steering_label",
+                    "{key!r} is set from {field}; use that field",
+                    at="node_selector",
+                    key=key,
+                    field=field,
+                )
         if self.target_regions is not None:
             if not self.target_regions:
                 raise fail("no_regions", "is empty (no regions): remove the endpoint instead", at="target_regions")

@@ -227,12 +227,19 @@ def parse_property_path(text: str) -> tuple[str | int, ...]:
     return tuple(steps)
 
 
+def _step_matches(wanted: str | int, step: str | int) -> bool:
+    """``*`` matches any step; a key ending in ``*`` (``"actions.*"``) matches keys starting with the rest."""
+    if wanted == "*" or wanted == step:
+        return True
+    return isinstance(wanted, str) and wanted.endswith("*") and isinstance(step, str) and step.startswith(wanted[:-1])
+
+
 def _overlaps(pattern: Sequence[str | int], path: PropertyPath) -> bool:
     """True when a change at ``path`` changes something at or under ``pattern`` (or above it)."""
     for wanted, step in zip(pattern, path, strict=False):
         if isinstance(step, _JsonText):
             return True  # the pattern names a part of this JSON string
-        if wanted != "*" and wanted != step:
+        if not _step_matches(wanted, step):
             return False
     return True
 

@@ -16,6 +16,9 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
+from components.render.placement import PlacedEndpoint, placed
+from components.spec import parse_stack_config
+
 REGION: Final = "us-east-1"
 IMAGE: Final = "vllm/vllm-openai:v0.33.0"
 P5_GPUS: Final = 8
@@ -103,3 +106,10 @@ def with_classic(overrides: Mapping[str, Any] | None = None, *, name: str = "cha
 def with_mooncake(overrides: Mapping[str, Any] | None = None, *, name: str = "chat") -> dict[str, Any]:
     """The minimal stack with one Mooncake endpoint ``name``."""
     return stack_config(endpoints={name: mooncake_endpoint(overrides)})
+
+
+def placed_endpoint(config: Mapping[str, Any], name: str = "chat", region_name: str = REGION) -> PlacedEndpoint:
+    """Endpoint ``name`` of a valid ``config`` as it is rendered in ``region_name``."""
+    spec = parse_stack_config(config)
+    (placement,) = (p for p in spec.placements if p.endpoint == name and p.region == region_name)
+    return placed(spec, placement)

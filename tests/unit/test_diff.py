@@ -433,11 +433,17 @@ def weighted(weight: int) -> dict[str, Any]:
     return {**ROUTE, "metadata": {**ROUTE["metadata"], "annotations": annotations}}
 
 
+def with_annotation(route: dict[str, Any], key: str, value: str) -> dict[str, Any]:
+    annotations = {**route["metadata"]["annotations"], key: value}
+    return {**route, "metadata": {**route["metadata"], "annotations": annotations}}
+
+
 @pytest.mark.parametrize(
     ("kind", "old", "new", "verdict"),
     [
         (INGRESS, weighted(10), weighted(20), "traffic only"),
         (INGRESS, ROUTE, {**ROUTE, "spec": {"rules": []}}, "in place"),
+        (INGRESS, ROUTE, with_annotation(ROUTE, "alb.ingress.kubernetes.io/healthcheck-path", "/ready"), "in place"),
         (DEPLOYMENT, deployment(image="vllm:1"), deployment(image="vllm:2"), "rolling restart"),
         (DEPLOYMENT, deployment(replicas=1), deployment(replicas=3), "in place"),
         (LAUNCH_TEMPLATE, {"imageId": "ami-1"}, {"imageId": "ami-2"}, "new generation"),

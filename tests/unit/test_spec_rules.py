@@ -470,6 +470,42 @@ ENDPOINT_REJECTS = [
         "must be one of {running, stopped}, got 'paused'",
     ),
     case(
+        "arg_that_repeats_a_flag_rendered_from_the_engine_record",
+        with_classic({"engine": {"context_length": 8192}, "args": ["--dtype", "bfloat16", "--max-model-len=4096"]}),
+        "endpoints.chat.args[2]",
+        "'--max-model-len' is rendered from engine.context_length; set engine.context_length instead",
+    ),
+    case(
+        "arg_that_names_the_model_when_model_path_is_set",
+        with_classic({"model_source": "s3://models/llama", "args": ["--model", "/elsewhere"]}),
+        "endpoints.chat.args[0]",
+        "'--model' is rendered from model_path",
+    ),
+    case(
+        "arg_that_sets_the_port_of_a_tgi_server",
+        with_classic({"image": "ghcr.io/huggingface/text-generation-inference:3.3.6", "args": ["--port", "9000"]}),
+        "endpoints.chat.args[0]",
+        "'--port' is rendered from port; set port instead",
+    ),
+    case(
+        "node_selector_on_the_node_group_label",
+        with_classic({"node_selector": {"inference-fleet/node-group": "p5"}}),
+        "endpoints.chat.node_selector",
+        "'inference-fleet/node-group' is set from node_group; use that field",
+    ),
+    case(
+        "cpu_of_zero",
+        with_classic({"resources": {"cpu": "0m"}}),
+        "endpoints.chat.resources.cpu",
+        "must be a positive CPU count",
+    ),
+    case(
+        "memory_in_si_units",
+        with_classic({"resources": {"memory": "16GB"}}),
+        "endpoints.chat.resources.memory",
+        "GB",
+    ),
+    case(
         "classic_autoscaling_max_below_min",
         with_classic({"autoscaling": {"min_replicas": 3, "max_replicas": 2}}),
         "endpoints.chat.autoscaling",

@@ -1,0 +1,138 @@
+"""Golden manifests of classic endpoints, one file per framework and variant, each
+document validated strictly against the Kubernetes OpenAPI schema of the cluster version.
+
+Regenerate after an intended rendering change: ``UPDATE_GOLDEN=1 make test``, then
+review the diff of tests/golden/ like any other change.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+from pathlib import Path
+from typing import Any
+
+import kubernetes_validate
+import pytest
+from ruamel.yaml import YAML
+
+from components.catalog import pins
+from components.render.classic import classic_objects, namespace, workload_service_account
+from tests.unit.stack_builders import classic_endpoint, placed_endpoint, region, stack_config
+
+GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "classic"
+CLUSTER_VERSION = f"{pins().kubernetes.default_version}.0"
+
+PUBLIC = {
+    "ingress": {
+        "scheme": "internet-facing",
+        "certificate_arn": "arn:aws:acm:us-east-1:123456789012:certificate/0f3e6a7b-1c2d-4e5f-8a9b-0c1d2e3f4a5b",
+        "allowed_cidrs": ["203.0.113.0/24"],
+    }
+}
+ENGINE = {
+    "context_length": 32768,
+    "kv_cache_block_size": 16,
+    "total_kv_blocks": 4096,
+    "max_num_seqs": 128,
+    "max_num_batched_tokens": 8192,
+    "enable_prefix_caching": False,
+}
+
+CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
+    "vllm": (
+        {
+            "model_source": "s3://models-bucket/llama-3.1-8b",
+            "gpu_count": 2,
+            "engine": ENGINE,
+            "env": {"VLLM_LOGGING_LEVEL": "INFO"},
+        },
+        None,
+    ),
+    "sglang": (
+        {"image": "lmsysorg/sglang:v0.5.6", "model_path": "/weights/qwen", "gpu_count": 2, "engine": ENGINE},
+        None,
+    ),
+    "tgi": (
+        {
+            "image": "ghcr.io/huggingface/text-generation-inference:3.3.6",
+            "model_source": "s3://models-bucket/mistral-7b",
+            "engine": ENGINE,
+            "secret_env": {"HF_TOKEN": {"secret": "hf-token", "key": "token"}},
+        },
+        None,
+    ),
+    "triton": (
+        {"image": "nvcr.io/nvidia/tritonserver:25.10-py3", "model_source": "s3://models-bucket/repository"},
+        None,
+    ),
+    "canary": (
+        {"canary": {"image": "vllm/vllm-openai:v0.34.0", "weight": 25, "replicas": 1}, "replicas": 2},
+        PUBLIC,
+    ),
+    "autoscaling": (
+        {
+            "autoscaling": {
+                "min_replicas": 2,
+                "max_replicas": 4,
+                "metrics": ["cpu:70", "gpu:60", "pods/vllm:num_requests_waiting:5"],
+            }
+        },
+        None,
+    ),
+    "stopped": (
+        {
+            "desired_state": "stopped",
+            "autoscaling": {"min_replicas": 1, "max_replicas": 2},
+            "capacity_type": "on-demand",
+        },
+        None,
+    ),
+}
+
+
+def rendered(case: str) -> list[dict[str, Any]]:
+    overrides, region_overrides = CASES[case]
+    config = stack_config(
+        regions={"us-east-1": region(region_overrides)}, endpoints={"chat": classic_endpoint(overrides)}
+    )
+    endpoint = placed_endpoint(config)
+    return [
+        namespace(endpoint.namespace),
+        workload_service_account(endpoint.namespace),
+        *classic_objects(endpoint).values(),
+    ]
+
+
+def as_yaml(documents: list[dict[str, Any]]) -> str:
+    yaml = YAML(typ="safe", pure=True)
+    yaml.default_flow_style = False
+    yaml.width = 4096
+    buffer = io.StringIO()
+    yaml.dump_all(documents, buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_rendering_matches_its_golden_file(case: str) -> None:
+    path = GOLDEN / f"{case}.yaml"
+    text = as_yaml(rendered(case))
+    if os.environ.get("UPDATE_GOLDEN"):
+        path.write_text(text)
+    assert path.read_text() == text, f"{path} is stale: rerun with UPDATE_GOLDEN=1 and review the diff"
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_every_golden_document_is_valid_for_the_cluster_version(case: str) -> None:
+    documents = list(YAML(typ="safe", pure=True).load_all((GOLDEN / f"{case}.yaml").read_text()))
+    assert len(documents) >= 6
+    for document in documents:
+        kubernetes_validate.validate(document, CLUSTER_VERSION, strict=True)
+
+
+def test_strict_validation_rejects_a_misspelt_field() -> None:
+    """The schema check is real: a field Kubernetes does not know fails it."""
+    deployment = next(document for document in rendered("vllm") if document["kind"] == "Deployment")
+    deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolice"] = "Always"
+    with pytest.raises(kubernetes_validate.ValidationError):
+        kubernetes_validate.validate(deployment, CLUSTER_VERSION, strict=True)
