@@ -63,6 +63,7 @@ class Fleet(pulumi.ComponentResource):
                 naming.platform_name(region, "workloads"),
                 RegionalWorkloadsArgs(
                     region=region,
+                    namespaces=namespaces_in(spec, region),
                     # Mooncake endpoints are validated and placed; their workloads are not rendered yet.
                     endpoints=[
                         placed(spec, placement)

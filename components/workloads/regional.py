@@ -20,6 +20,8 @@ from components.workloads.kube import register
 @dataclass(frozen=True)
 class RegionalWorkloadsArgs:
     region: str
+    namespaces: Sequence[str]
+    """Every namespace the region's endpoints run in (each gets its Namespace and ServiceAccount)."""
     endpoints: Sequence[PlacedEndpoint]
     kubernetes: k8s.Provider
     platform: Sequence[pulumi.Resource]
@@ -34,7 +36,7 @@ class RegionalWorkloads(pulumi.ComponentResource):
         super().__init__("inference-fleet:workloads:RegionalWorkloads", name, None, opts)
         region = args.region
         namespace_objects: dict[str, list[pulumi.Resource]] = {}
-        for namespace_name in sorted({endpoint.namespace for endpoint in args.endpoints}):
+        for namespace_name in args.namespaces:
             pulumi_name = naming.workload_resource_name(region, namespace_name)
             # Kept on delete: the namespace may hold objects that are not ours ("created if missing").
             created = register(

@@ -6,8 +6,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
-from fleetctl.plan import Plan, run_program
-from fleetctl.stackfile import StackFile
+from fleetctl.plan import Plan, run_program, write_plan
+from fleetctl.stackfile import StackFile, read_stack_file, stack_path
 
 PRELUDE = "import pulumi\nimport pulumi_aws as aws\nimport pulumi_kubernetes as k8s\n"
 
@@ -23,3 +23,20 @@ def run_snippet(tmp_path: Path, body: str, config: dict[str, str] | None = None,
 
 def by_type(plan: Plan, resource_type: str) -> list[dict[str, Any]]:
     return [resource for resource in plan.resources if resource["type"] == resource_type]
+
+
+def edited(directory: Path, stack: str, *replacements: tuple[str, str]) -> Path:
+    """A copy of an example stack file, each ``old`` text (found exactly once) replaced."""
+    text = stack_path(stack).read_text()
+    for old, new in replacements:
+        assert text.count(old) == 1, f"{old!r} is not unique in Pulumi.{stack}.yaml"
+        text = text.replace(old, new)
+    directory.mkdir(parents=True, exist_ok=True)
+    copy = directory / f"Pulumi.{stack}.yaml"
+    copy.write_text(text)
+    return copy
+
+
+def plan_directory(stack_file: Path, out: Path) -> Path:
+    write_plan(run_program(read_stack_file(stack_file)), out)
+    return out

@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from fleetctl.diff import main
-from fleetctl.plan import run_program, write_plan
-from fleetctl.stackfile import read_stack_file, stack_path
+from fleetctl.stackfile import stack_path
+from tests.component.programs import edited, plan_directory
 
 NEW_REGION = """\
     eu-central-1:
@@ -35,23 +35,6 @@ NEW_REGION = """\
 """
 
 RAISE_GPU_MAX_SIZE = ("min_size: 0\n          max_size: 3", "min_size: 0\n          max_size: 5")
-
-
-def edited(directory: Path, stack: str, *replacements: tuple[str, str]) -> Path:
-    """A copy of an example stack file, each ``old`` text (found exactly once) replaced."""
-    text = stack_path(stack).read_text()
-    for old, new in replacements:
-        assert text.count(old) == 1, f"{old!r} is not unique in Pulumi.{stack}.yaml"
-        text = text.replace(old, new)
-    directory.mkdir(parents=True, exist_ok=True)
-    copy = directory / f"Pulumi.{stack}.yaml"
-    copy.write_text(text)
-    return copy
-
-
-def plan_directory(stack_file: Path, out: Path) -> Path:
-    write_plan(run_program(read_stack_file(stack_file)), out)
-    return out
 
 
 @pytest.fixture(scope="module")

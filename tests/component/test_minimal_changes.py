@@ -1,0 +1,157 @@
+"""Operations as config edits (spec sections 4 and 5): each edit of an example stack,
+planned offline before and after, changes exactly what it should and nothing else."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from fleetctl.cli import main as fleetctl
+from fleetctl.diff import main as diff
+from fleetctl.stackfile import stack_path
+from tests.component.programs import edited, plan_directory
+
+ROUTE = "kubernetes:networking.k8s.io/v1:Ingress"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+SERVICE = "kubernetes:core/v1:Service"
+PROD_REGIONS = ("eu-west-1", "us-east-1")
+ACTION = "metadata.annotations['alb.ingress.kubernetes.io/actions.summarize'](json)"
+
+
+@pytest.fixture(scope="module")
+def base_plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    root = tmp_path_factory.mktemp("base")
+    return {stack: plan_directory(stack_path(stack), root / stack) for stack in ("dev", "prod")}
+
+
+def changes(capsys: pytest.CaptureFixture[str], base: Path, head: Path) -> list[dict[str, Any]]:
+    code = diff([str(base), str(head), "--format", "json"])
+    out, err = capsys.readouterr()
+    assert code == 2, err
+    document = json.loads(out)
+    return [entry for region in document["regions"].values() for entry in region["resources"]]
+
+
+def summary(entries: list[dict[str, Any]]) -> list[tuple[str, str, str, str]]:
+    return sorted((entry["action"], entry["type"], entry["name"], entry["verdict"]) for entry in entries)
+
+
+def paths(entry: dict[str, Any]) -> set[str]:
+    return {change["path"] for change in entry["changes"]}
+
+
+def edited_with_fleetctl(tmp_path: Path, stack: str, *argv: str) -> Path:
+    copy = tmp_path / f"Pulumi.{stack}.yaml"
+    shutil.copyfile(stack_path(stack), copy)
+    assert fleetctl([*argv, "--stack-file", str(copy)]) == 0
+    return copy
+
+
+def test_scaling_changes_only_the_replica_count(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited_with_fleetctl(tmp_path, "dev", "scale", "assistant", "3")
+    capsys.readouterr()
+    (entry,) = changes(capsys, base_plans["dev"], plan_directory(head, tmp_path / "plan"))
+    assert (entry["action"], entry["type"], entry["name"], entry["verdict"]) == (
+        "update",
+        DEPLOYMENT,
+        "us-west-2-assistant",
+        "in place",
+    )
+    assert entry["changes"] == [{"path": "spec.replicas", "old": 1, "new": 3, "forces_replacement": False}]
+
+
+def test_an_image_update_rolls_only_that_endpoints_workload(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited_with_fleetctl(tmp_path, "dev", "image", "set", "assistant", "vllm/vllm-openai:v0.34.0")
+    capsys.readouterr()
+    (entry,) = changes(capsys, base_plans["dev"], plan_directory(head, tmp_path / "plan"))
+    assert (entry["type"], entry["name"], entry["verdict"]) == (DEPLOYMENT, "us-west-2-assistant", "rolling restart")
+    assert paths(entry) == {"spec.template.spec.containers[0].image"}
+
+
+def test_stopping_changes_only_the_replica_count_and_keeps_every_object(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited_with_fleetctl(tmp_path, "dev", "stop", "assistant")
+    capsys.readouterr()
+    (entry,) = changes(capsys, base_plans["dev"], plan_directory(head, tmp_path / "plan"))
+    assert entry["changes"] == [{"path": "spec.replicas", "old": 1, "new": 0, "forces_replacement": False}]
+
+
+def test_a_canary_weight_change_updates_only_the_routes(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited_with_fleetctl(tmp_path, "prod", "canary", "weight", "summarize", "25")
+    capsys.readouterr()
+    entries = changes(capsys, base_plans["prod"], plan_directory(head, tmp_path / "plan"))
+    assert summary(entries) == [("update", ROUTE, f"{region}-summarize", "traffic only") for region in PROD_REGIONS]
+    for entry in entries:
+        assert paths(entry) == {f"{ACTION}.forwardConfig.targetGroups[{index}].weight" for index in (0, 1)}
+
+
+def test_promote_changes_the_primary_image_deletes_the_canary_and_restores_the_route(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited_with_fleetctl(tmp_path, "prod", "canary", "promote", "summarize")
+    capsys.readouterr()
+    entries = changes(capsys, base_plans["prod"], plan_directory(head, tmp_path / "plan"))
+    assert summary(entries) == sorted(
+        [
+            *(("update", DEPLOYMENT, f"{region}-summarize", "rolling restart") for region in PROD_REGIONS),
+            *(("delete", DEPLOYMENT, f"{region}-summarize-canary", "delete") for region in PROD_REGIONS),
+            *(("delete", SERVICE, f"{region}-summarize-canary", "delete") for region in PROD_REGIONS),
+            *(("update", ROUTE, f"{region}-summarize", "traffic only") for region in PROD_REGIONS),
+        ]
+    )
+    primary = next(entry for entry in entries if entry["name"] == "us-east-1-summarize" and entry["type"] == DEPLOYMENT)
+    assert primary["changes"] == [
+        {
+            "path": "spec.template.spec.containers[0].image",
+            "old": "123456789012.dkr.ecr.us-east-1.amazonaws.com/summarize-vllm:2026.11.1",
+            "new": "123456789012.dkr.ecr.us-east-1.amazonaws.com/summarize-vllm:2026.11.2",
+            "forces_replacement": False,
+        }
+    ]
+
+
+def test_rollback_deletes_the_canary_and_restores_the_route_leaving_the_primary_alone(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited_with_fleetctl(tmp_path, "prod", "canary", "rollback", "summarize")
+    capsys.readouterr()
+    entries = changes(capsys, base_plans["prod"], plan_directory(head, tmp_path / "plan"))
+    assert summary(entries) == sorted(
+        [
+            *(("delete", DEPLOYMENT, f"{region}-summarize-canary", "delete") for region in PROD_REGIONS),
+            *(("delete", SERVICE, f"{region}-summarize-canary", "delete") for region in PROD_REGIONS),
+            *(("update", ROUTE, f"{region}-summarize", "traffic only") for region in PROD_REGIONS),
+        ]
+    )
+
+
+def test_adding_an_endpoint_only_creates(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    new = "  inference-fleet:endpoints:\n    docs:\n      image: lmsysorg/sglang:v0.5.6\n      node_group: gpu\n"
+    head = edited(tmp_path / "stack", "dev", ("  inference-fleet:endpoints:\n", new))
+    entries = changes(capsys, base_plans["dev"], plan_directory(head, tmp_path / "plan"))
+    assert {entry["action"] for entry in entries} == {"create"}
+    assert {entry["name"] for entry in entries} == {"us-west-2-docs"}
+
+
+def test_removing_an_endpoint_deletes_all_of_its_objects_and_nothing_else(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited_with_fleetctl(tmp_path, "prod", "endpoint", "remove", "summarize")
+    capsys.readouterr()
+    entries = changes(capsys, base_plans["prod"], plan_directory(head, tmp_path / "plan"))
+    assert {entry["action"] for entry in entries} == {"delete"}
+    assert {entry["name"].split("-summarize")[0] for entry in entries} == set(PROD_REGIONS)
+    assert len(entries) == 2 * 8  # per region: the component and its seven objects

@@ -1,0 +1,103 @@
+"""The classic workloads of the example stacks under the recording mocks: what is registered,
+with which provider, parent, options and outputs."""
+
+from __future__ import annotations
+
+from functools import cache
+from typing import Any
+
+import pytest
+
+from components.spec.engine import EndpointRecord
+from fleetctl.plan import Plan, manifest_files, run_program
+from fleetctl.stackfile import read_stack_file, stack_path
+from tests.component.programs import by_type
+
+PREFIX = "urn:pulumi:prod::inference-fleet::"
+
+
+@cache
+def plan_of(stack: str) -> Plan:
+    return run_program(read_stack_file(stack_path(stack)))
+
+
+def named(plan: Plan, resource_type: str, name: str) -> dict[str, Any]:
+    (resource,) = (resource for resource in by_type(plan, resource_type) if resource["name"] == name)
+    return resource
+
+
+@pytest.mark.parametrize("region", ["us-east-1", "eu-west-1"])
+def test_a_classic_endpoint_with_autoscaling_and_canary_registers_its_objects_in_each_region(region: str) -> None:
+    plan = plan_of("prod")
+    component = named(plan, "inference-fleet:workloads:InferenceEndpoint", f"{region}-summarize")
+    children = sorted(
+        (resource["type"], resource["name"]) for resource in plan.resources if resource["parent"] == component["urn"]
+    )
+    assert children == [
+        ("kubernetes:apps/v1:Deployment", f"{region}-summarize"),
+        ("kubernetes:apps/v1:Deployment", f"{region}-summarize-canary"),
+        ("kubernetes:autoscaling/v2:HorizontalPodAutoscaler", f"{region}-summarize"),
+        ("kubernetes:core/v1:Service", f"{region}-summarize"),
+        ("kubernetes:core/v1:Service", f"{region}-summarize-canary"),
+        ("kubernetes:networking.k8s.io/v1:Ingress", f"{region}-summarize"),
+        ("kubernetes:policy/v1:PodDisruptionBudget", f"{region}-summarize"),
+    ]
+    provider = f"{PREFIX}inference-fleet:platform:EksCluster$pulumi:providers:kubernetes::{region}-kubernetes"
+    assert {resource["provider"] for resource in plan.resources if resource["parent"] == component["urn"]} == {provider}
+
+
+def test_mooncake_endpoints_are_placed_but_not_rendered_as_classic_workloads() -> None:
+    plan = plan_of("prod")
+    assert "chat" in plan.outputs["placements"]
+    assert not [resource for resource in plan.resources if resource["name"].endswith("-chat")]
+
+
+def test_rollouts_wait_for_model_loading_and_routes_for_the_load_balancer() -> None:
+    plan = plan_of("prod")
+    deployment = named(plan, "kubernetes:apps/v1:Deployment", "us-east-1-summarize")
+    assert deployment["options"]["customTimeouts"] == {"create": "70m", "update": "70m"}
+    progress_deadline = deployment["inputs"]["spec"]["progressDeadlineSeconds"]
+    assert progress_deadline / 60 < 70
+    route = named(plan, "kubernetes:networking.k8s.io/v1:Ingress", "us-east-1-summarize")
+    assert route["options"]["customTimeouts"] == {"create": "20m", "update": "20m"}
+
+
+def test_workloads_wait_for_their_namespace_the_nodes_and_the_load_balancer_controller() -> None:
+    depends_on = named(plan_of("prod"), "kubernetes:core/v1:Service", "eu-west-1-summarize")["options"]["dependsOn"]
+    expected = [
+        "inference-fleet:workloads:RegionalWorkloads$kubernetes:core/v1:Namespace::eu-west-1-inference",
+        "inference-fleet:workloads:RegionalWorkloads$kubernetes:core/v1:ServiceAccount::eu-west-1-inference",
+        "inference-fleet:platform:LoadBalancerController$kubernetes:helm.sh/v3:Release::eu-west-1-lb-controller",
+        "inference-fleet:platform:EfaNodeGroup$eks:index:ManagedNodeGroup::eu-west-1-g6e",
+        "inference-fleet:platform:ClusterAddons$kubernetes:helm.sh/v3:Release::eu-west-1-nvidia-device-plugin",
+    ]
+    assert {PREFIX + urn for urn in expected} <= set(depends_on)
+    assert not [urn for urn in depends_on if "us-east-1" in urn]
+
+
+def test_namespaces_are_created_once_per_region_and_kept_on_delete() -> None:
+    namespaces = by_type(plan_of("prod"), "kubernetes:core/v1:Namespace")
+    assert sorted(namespace["name"] for namespace in namespaces) == ["eu-west-1-inference", "us-east-1-inference"]
+    assert all(namespace["options"].get("retainOnDelete") for namespace in namespaces)
+
+
+def test_an_autoscaled_deployment_does_not_send_a_replica_count() -> None:
+    deployment = named(plan_of("prod"), "kubernetes:apps/v1:Deployment", "eu-west-1-summarize")
+    assert "replicas" not in deployment["inputs"]["spec"]
+
+
+def test_each_endpoint_and_region_exports_its_engine_record_with_the_routed_address() -> None:
+    records = plan_of("dev").outputs["endpoints"]
+    record = EndpointRecord.from_dict(records["assistant"]["us-west-2"])
+    assert record.address == "http://us-west-2-assistant.offline.elb.amazonaws.com/inference/assistant"
+    assert record.capabilities.context_length == 32768
+    assert EndpointRecord.from_dict(record.to_dict()) == record
+    assert set(records) == {"assistant"}
+
+
+def test_the_plan_writes_the_rendered_manifests_per_region_and_namespace() -> None:
+    files = manifest_files(plan_of("prod"))
+    for region in ("us-east-1", "eu-west-1"):
+        assert f"manifests/{region}/inference/Ingress-summarize.yaml" in files
+        assert f"manifests/{region}/inference/Deployment-summarize-canary.yaml" in files
+        assert f"manifests/{region}/_cluster/Namespace-inference.yaml" in files
