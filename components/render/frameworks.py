@@ -1,5 +1,5 @@
 """Framework adapters: how each server is launched, and how the framework-neutral engine
-record (spec section 6) becomes that server's own flags.
+record (spec section 6) becomes that server's own flags. Facts as data, one function.
 
 Flags rendered from a spec field are *owned* by that field: a user ``args`` entry that
 repeats one is refused at validation (argparse servers would silently take the last
@@ -8,7 +8,7 @@ value, TGI's launcher would refuse to start), naming the field to set instead.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from components.spec.engine import EngineCapabilities
@@ -16,13 +16,77 @@ from components.spec.images import Framework
 
 
 @dataclass(frozen=True)
-class ServerLaunch:
+class Adapter:
     command: tuple[str, ...]
     """Empty: the image's own entrypoint (vLLM's ``vllm serve``, TGI's ``text-generation-launcher``)."""
-    args: tuple[str, ...]
-    env: dict[str, str] = field(default_factory=dict)
-    owned: dict[str, str] = field(default_factory=dict)
-    """flag -> the spec field it is rendered from."""
+    model_flag: str | None
+    """None: the model is the first, positional argument."""
+    port_flag: str
+    parallel_flag: str | None
+    """Splits the pod's GPUs over one model (tensor parallelism); None: the model's own config decides."""
+    engine_flags: Mapping[str, str] = field(default_factory=dict)
+    """Engine-record field -> the flag that takes its value."""
+    prefix_caching_on: str | None = None
+    prefix_caching_off: str | None = None
+    prefix_caching_env: str | None = None
+    """Servers that read prefix caching from the environment (``1`` or ``0``)."""
+    fixed: tuple[tuple[str, str], ...] = ()
+    """Flags every server of the framework needs, owned by ``port`` (where it listens)."""
+    joined: bool = False
+    """``--flag=value`` rather than ``--flag value``."""
+
+
+ADAPTERS: dict[Framework, Adapter] = {
+    "vllm": Adapter(
+        command=(),
+        model_flag=None,
+        port_flag="--port",
+        parallel_flag="--tensor-parallel-size",
+        engine_flags={
+            "context_length": "--max-model-len",
+            "kv_cache_block_size": "--block-size",
+            "total_kv_blocks": "--num-gpu-blocks-override",
+            "max_num_seqs": "--max-num-seqs",
+            "max_num_batched_tokens": "--max-num-batched-tokens",
+        },
+        prefix_caching_on="--enable-prefix-caching",
+        prefix_caching_off="--no-enable-prefix-caching",
+    ),
+    "sglang": Adapter(
+        command=("python3", "-m", "sglang.launch_server"),
+        model_flag="--model-path",
+        port_flag="--port",
+        parallel_flag="--tp-size",
+        engine_flags={
+            "context_length": "--context-length",
+            "kv_cache_block_size": "--page-size",
+            "max_num_seqs": "--max-running-requests",
+            "max_num_batched_tokens": "--max-prefill-tokens",
+        },
+        prefix_caching_off="--disable-radix-cache",  # the radix cache is on by default
+        fixed=(("--host", "0.0.0.0"),),  # SGLang listens on 127.0.0.1 unless told otherwise
+    ),
+    "tgi": Adapter(
+        command=(),
+        model_flag="--model-id",
+        port_flag="--port",
+        parallel_flag="--num-shard",
+        engine_flags={
+            "context_length": "--max-total-tokens",
+            "max_num_seqs": "--max-concurrent-requests",
+            "max_num_batched_tokens": "--max-batch-prefill-tokens",
+        },
+        prefix_caching_env="PREFIX_CACHING",
+    ),
+    # Engine settings of a Triton model live in its model repository (config.pbtxt), not in flags.
+    "triton": Adapter(
+        command=("tritonserver",),
+        model_flag="--model-repository",
+        port_flag="--http-port",
+        parallel_flag=None,
+        joined=True,
+    ),
+}
 
 
 @dataclass(frozen=True)
@@ -34,101 +98,50 @@ class ServerInputs:
     engine: EngineCapabilities
 
 
-class _Args:
-    """Collects ``--flag value`` pairs together with the spec field each comes from."""
-
-    def __init__(self) -> None:
-        self.args: list[str] = []
-        self.owned: dict[str, str] = {}
-
-    def add(self, flag: str, value: object, source: str, *, joined: bool = False) -> None:
-        if value is None:
-            return
-        self.owned[flag] = source
-        self.args += [f"{flag}={value}"] if joined else [flag, str(value)]
-
-    def switch(self, flag: str, source: str) -> None:
-        self.owned[flag] = source
-        self.args.append(flag)
-
-
-def _vllm(inputs: ServerInputs) -> ServerLaunch:
-    # The image's entrypoint is `vllm serve`; the model is its positional argument.
-    collected = _Args()
-    positional = [inputs.model_dir] if inputs.model_dir else []
-    if inputs.model_dir:
-        collected.owned["--model"] = "model_path"
-    collected.add("--port", inputs.port, "port")
-    if inputs.gpu_count > 1:
-        collected.add("--tensor-parallel-size", inputs.gpu_count, "gpu_count")
-    engine = inputs.engine
-    collected.add("--max-model-len", engine.context_length, "engine.context_length")
-    collected.add("--block-size", engine.kv_cache_block_size, "engine.kv_cache_block_size")
-    collected.add("--num-gpu-blocks-override", engine.total_kv_blocks, "engine.total_kv_blocks")
-    collected.add("--max-num-seqs", engine.max_num_seqs, "engine.max_num_seqs")
-    collected.add("--max-num-batched-tokens", engine.max_num_batched_tokens, "engine.max_num_batched_tokens")
-    if engine.enable_prefix_caching is not None:
-        source = "engine.enable_prefix_caching"
-        collected.switch(
-            "--enable-prefix-caching" if engine.enable_prefix_caching else "--no-enable-prefix-caching", source
-        )
-        collected.owned["--enable-prefix-caching"] = collected.owned["--no-enable-prefix-caching"] = source
-    return ServerLaunch((), (*positional, *collected.args), owned=collected.owned)
-
-
-def _sglang(inputs: ServerInputs) -> ServerLaunch:
-    collected = _Args()
-    collected.add("--model-path", inputs.model_dir, "model_path")
-    collected.add("--host", "0.0.0.0", "port")  # SGLang listens on 127.0.0.1 unless told otherwise
-    collected.add("--port", inputs.port, "port")
-    if inputs.gpu_count > 1:
-        collected.add("--tp-size", inputs.gpu_count, "gpu_count")
-    engine = inputs.engine
-    collected.add("--context-length", engine.context_length, "engine.context_length")
-    collected.add("--page-size", engine.kv_cache_block_size, "engine.kv_cache_block_size")
-    collected.add("--max-running-requests", engine.max_num_seqs, "engine.max_num_seqs")
-    collected.add("--max-prefill-tokens", engine.max_num_batched_tokens, "engine.max_num_batched_tokens")
-    if engine.enable_prefix_caching is False:
-        collected.switch("--disable-radix-cache", "engine.enable_prefix_caching")  # on by default
-    return ServerLaunch(("python3", "-m", "sglang.launch_server"), tuple(collected.args), owned=collected.owned)
-
-
-def _tgi(inputs: ServerInputs) -> ServerLaunch:
-    # The image's entrypoint is `text-generation-launcher`.
-    collected = _Args()
-    collected.add("--model-id", inputs.model_dir, "model_path")
-    collected.add("--port", inputs.port, "port")
-    if inputs.gpu_count > 1:
-        collected.add("--num-shard", inputs.gpu_count, "gpu_count")
-    engine = inputs.engine
-    collected.add("--max-total-tokens", engine.context_length, "engine.context_length")
-    collected.add("--max-concurrent-requests", engine.max_num_seqs, "engine.max_num_seqs")
-    collected.add("--max-batch-prefill-tokens", engine.max_num_batched_tokens, "engine.max_num_batched_tokens")
-    env = {}
-    if engine.enable_prefix_caching is not None:
-        # TGI 3 reads prefix caching from its environment, not from a flag.
-        env["PREFIX_CACHING"] = "1" if engine.enable_prefix_caching else "0"
-    return ServerLaunch((), tuple(collected.args), env=env, owned=collected.owned)
-
-
-def _triton(inputs: ServerInputs) -> ServerLaunch:
-    # Engine settings of a Triton model live in its model repository (config.pbtxt), not in flags.
-    collected = _Args()
-    collected.add("--model-repository", inputs.model_dir, "model_path", joined=True)
-    collected.add("--http-port", inputs.port, "port", joined=True)
-    return ServerLaunch(("tritonserver",), tuple(collected.args), owned=collected.owned)
-
-
-ADAPTERS: dict[Framework, Callable[[ServerInputs], ServerLaunch]] = {
-    "vllm": _vllm,
-    "sglang": _sglang,
-    "tgi": _tgi,
-    "triton": _triton,
-}
+@dataclass(frozen=True)
+class ServerLaunch:
+    command: tuple[str, ...]
+    args: tuple[str, ...]
+    env: dict[str, str]
+    owned: dict[str, str]
+    """flag -> the spec field it is rendered from."""
 
 
 def server_launch(framework: Framework, inputs: ServerInputs) -> ServerLaunch:
-    return ADAPTERS[framework](inputs)
+    adapter = ADAPTERS[framework]
+    args: list[str] = []
+    owned: dict[str, str] = {}
+
+    def add(flag: str, value: object, source: str) -> None:
+        owned[flag] = source
+        args.extend([f"{flag}={value}"] if adapter.joined else [flag, str(value)])
+
+    if inputs.model_dir is not None:
+        if adapter.model_flag is None:
+            args.append(inputs.model_dir)
+            owned["--model"] = "model_path"
+        else:
+            add(adapter.model_flag, inputs.model_dir, "model_path")
+    for flag, value in adapter.fixed:
+        add(flag, value, "port")
+    add(adapter.port_flag, inputs.port, "port")
+    if adapter.parallel_flag is not None and inputs.gpu_count > 1:
+        add(adapter.parallel_flag, inputs.gpu_count, "gpu_count")
+    for name, flag in adapter.engine_flags.items():
+        value = getattr(inputs.engine, name)
+        if value is not None:
+            add(flag, value, f"engine.{name}")
+    env: dict[str, str] = {}
+    caching = inputs.engine.enable_prefix_caching
+    switches = [flag for flag in (adapter.prefix_caching_on, adapter.prefix_caching_off) if flag is not None]
+    for flag in switches:
+        owned[flag] = "engine.enable_prefix_caching"
+    switch = adapter.prefix_caching_on if caching else adapter.prefix_caching_off
+    if caching is not None and switch is not None:
+        args.append(switch)
+    if caching is not None and adapter.prefix_caching_env is not None:
+        env[adapter.prefix_caching_env] = "1" if caching else "0"
+    return ServerLaunch(adapter.command, tuple(args), env, owned)
 
 
 def flag_name(arg: str) -> str | None:
