@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 from components.naming import MAX_ENDPOINT_NAME_LENGTH
 from components.render.autoscaling import metric
 from components.render.classic import classic_objects
-from components.render.frameworks import ADAPTERS
+from components.render.frameworks import ADAPTERS, Adapter
 from components.render.kube import quantity
 from components.render.placement import PlacedEndpoint
 from components.render.route import weights
@@ -312,6 +312,6 @@ def test_every_name_label_and_annotation_key_fits_kubernetes_limits_for_the_long
         assert all(len(key.rpartition("/")[2]) <= 63 for key in metadata.get("annotations", {}))
 
 
-@pytest.mark.parametrize("framework", sorted(ADAPTERS))
-def test_every_translated_field_is_a_field_of_the_engine_record(framework: str) -> None:
-    assert set(ADAPTERS[framework].engine_flags) <= set(EngineCapabilities.model_fields)  # type: ignore[index]
+@pytest.mark.parametrize("adapter", list(ADAPTERS.values()), ids=list(ADAPTERS))
+def test_every_translated_field_is_a_field_of_the_engine_record(adapter: Adapter) -> None:
+    assert set(adapter.engine_flags) <= set(EngineCapabilities.model_fields)
