@@ -10,6 +10,8 @@ STACK ?= dev
 .PHONY: plan validate test lint typecheck generate check clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+	@# The Mooncake wheel's store client links Debian's libibverbs1 (end-to-end tests).
+	@ldconfig -p | grep -q 'libibverbs.so.1 ' || { apt-get update -q && apt-get install -y -q libibverbs1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .

@@ -41,6 +41,23 @@ class InstanceType(_Data):
         return self.efa_interfaces > 0
 
 
+class Connector(_Data):
+    extra_config: tuple[str, ...] = Field(strict=False)
+
+
+class KvTransferSchema(_Data):
+    """What the pinned vLLM release accepts (config/vllm_kv_transfer.yaml)."""
+
+    release: str
+    kv_transfer_config_fields: tuple[str, ...] = Field(strict=False)
+    kv_roles: tuple[str, ...] = Field(strict=False)
+    connectors: dict[str, Connector]
+    mooncake_protocols: tuple[str, ...] = Field(strict=False)
+    object_tier_keys: tuple[str, ...] = Field(strict=False)
+    object_store_config_keys: tuple[str, ...] = Field(strict=False)
+    mooncake_json_keys: tuple[str, ...] = Field(strict=False)
+
+
 class InstanceCatalog(_Data):
     instance_types: dict[str, InstanceType]
 
@@ -107,3 +124,8 @@ def aws_regions() -> frozenset[str]:
 @cache
 def pins() -> Pins:
     return Pins.model_validate(_read("pins.yaml"))
+
+
+@cache
+def kv_transfer_schema() -> KvTransferSchema:
+    return KvTransferSchema.model_validate(_read("vllm_kv_transfer.yaml"))

@@ -36,6 +36,11 @@ def object_name(endpoint: str, role: Role) -> str:
     return endpoint if role == "server" else f"{endpoint}-{role}"
 
 
+def mooncake_config_name(endpoint: str) -> str:
+    """The ConfigMap holding an endpoint's mooncake.json."""
+    return f"{endpoint}-mooncake"
+
+
 def selector_labels(endpoint: str, role: Role) -> dict[str, str]:
     """Labels a role's pods are selected by; only the name and role, never a mutable field."""
     return {

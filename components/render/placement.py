@@ -22,6 +22,8 @@ class PlacedEndpoint:
     node_group: str | None
     taints: tuple[Taint, ...]
     """Taints of the node group's nodes, which the pods tolerate."""
+    zone: str | None
+    """The node group's one availability zone, where it has one (EFA groups, capacity blocks)."""
     ingress: Ingress
 
     @property
@@ -32,10 +34,12 @@ class PlacedEndpoint:
 def placed(spec: StackSpec, placement: Placement) -> PlacedEndpoint:
     region = spec.regions[placement.region]
     taints: tuple[Taint, ...] = ()
+    zone = None
     if placement.node_group is not None:
         group = region.node_groups[placement.node_group]
         facts = instance_catalog().instance_types[group.instance_types[0]]
         taints = node_taints(group.efa, facts)
+        zone = group.availability_zone
     return PlacedEndpoint(
         name=placement.endpoint,
         spec=spec.endpoints[placement.endpoint],
@@ -43,5 +47,6 @@ def placed(spec: StackSpec, placement: Placement) -> PlacedEndpoint:
         image=placement.image,
         node_group=placement.node_group,
         taints=taints,
+        zone=zone,
         ingress=region.ingress,
     )

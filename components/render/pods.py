@@ -130,19 +130,24 @@ def node_selector(endpoint: PlacedEndpoint) -> dict[str, str]:
     return {**selector, **spec.node_selector}
 
 
+def base_pod_spec(termination_grace_seconds: int) -> dict[str, Any]:
+    """What every pod of an endpoint shares: the workload identity, no API token, seccomp."""
+    return {
+        "serviceAccountName": naming.WORKLOAD_SERVICE_ACCOUNT,
+        # Pods never call the Kubernetes API; EKS Pod Identity mounts its own token for AWS.
+        "automountServiceAccountToken": False,
+        "enableServiceLinks": False,
+        "terminationGracePeriodSeconds": termination_grace_seconds,
+        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
+    }
+
+
 def pod_template(endpoint: PlacedEndpoint, role: naming.Role, image: str) -> dict[str, Any]:
     spec = endpoint.spec
     volumes: list[dict[str, Any]] = [
         {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shm_size(endpoint)}}
     ]
-    pod: dict[str, Any] = {
-        "serviceAccountName": naming.WORKLOAD_SERVICE_ACCOUNT,
-        # Pods never call the Kubernetes API; EKS Pod Identity mounts its own token for AWS.
-        "automountServiceAccountToken": False,
-        "enableServiceLinks": False,
-        "terminationGracePeriodSeconds": TERMINATION_GRACE_SECONDS,
-        "securityContext": {"seccompProfile": {"type": "RuntimeDefault"}},
-    }
+    pod = base_pod_spec(TERMINATION_GRACE_SECONDS)
     if spec.model_source is not None:
         volumes.append({"name": WEIGHTS_VOLUME, "emptyDir": {}})
         pod["initContainers"] = [model_sync_container(endpoint)]

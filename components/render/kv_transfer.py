@@ -1,0 +1,102 @@
+"""The vLLM ``--kv-transfer-config`` of each Mooncake role, for the pinned release
+(config/vllm_kv_transfer.yaml lists every key it accepts; tests hold each rendering to it).
+
+- disaggregated: MooncakeConnector, prefill ``kv_producer`` pushing to decode ``kv_consumer``;
+- store: MooncakeStoreConnector, ``kv_both`` (it saves to and loads from the shared pool);
+- both: MultiConnector, point-to-point first (loads are served by the first child with a hit),
+  store second;
+- cold tier: vLLM's own OffloadingConnector with an S3 object tier as the last child of the
+  roles that compute prompts, so KV reaches the region's bucket asynchronously.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from components.spec.mooncake import Mooncake, Protocol, Transfer
+
+MooncakeRole = Literal["prefill", "decode", "server"]
+"""``server``: the one vLLM workload of mode ``store``."""
+
+KV_ROLES: dict[MooncakeRole, str] = {"prefill": "kv_producer", "decode": "kv_consumer", "server": "kv_both"}
+
+# What MooncakeConnector hands TransferEngine as its protocol: EFA has no RC queue pairs,
+# so the spec's high-performance intent "rdma" is Mooncake's libfabric transport "efa".
+MOONCAKE_PROTOCOLS: dict[Protocol, str] = {"rdma": "efa", "tcp": "tcp"}
+
+
+@dataclass(frozen=True)
+class ColdTierTarget:
+    bucket: str
+    region: str
+    prefix: str
+    """``mooncake-kv/<endpoint>/``: the only prefix the workload role may write."""
+    staging_bytes: int
+    """Host memory of the OffloadingConnector's CPU tier, through which every object write is staged."""
+
+
+def s3_endpoint(region: str) -> str:
+    suffix = "amazonaws.com.cn" if region.startswith("cn-") else "amazonaws.com"
+    return f"s3.{region}.{suffix}"
+
+
+def point_to_point(transfer: Transfer, role: MooncakeRole) -> dict[str, Any]:
+    extra: dict[str, Any] = {
+        "mooncake_protocol": MOONCAKE_PROTOCOLS[transfer.protocol],
+        "device_name": transfer.device_name,
+    }
+    if role == "prefill":
+        extra["num_workers"] = transfer.num_workers  # the prefiller's sender pool; decoders only pull
+    return {"kv_connector": "MooncakeConnector", "kv_role": KV_ROLES[role], "kv_connector_extra_config": extra}
+
+
+def store(role: MooncakeRole) -> dict[str, Any]:
+    """The store connector reads everything else from mooncake.json (MOONCAKE_CONFIG_PATH)."""
+    return {"kv_connector": "MooncakeStoreConnector", "kv_role": "kv_consumer" if role == "decode" else "kv_both"}
+
+
+def cold_tier(target: ColdTierTarget) -> dict[str, Any]:
+    return {
+        "kv_connector": "OffloadingConnector",
+        "kv_role": "kv_both",
+        "kv_connector_extra_config": {
+            "spec_name": "TieringOffloadingSpec",
+            "cpu_bytes_to_use": target.staging_bytes,
+            "secondary_tiers": [
+                {
+                    "type": "obj",
+                    "prefix": target.prefix,
+                    # No keys: the NIXL OBJ plugin falls back to the AWS SDK chain (EKS Pod Identity).
+                    "store_config": {
+                        "bucket": target.bucket,
+                        "endpoint_override": s3_endpoint(target.region),
+                        "scheme": "https",
+                        "region": target.region,
+                    },
+                }
+            ],
+        },
+    }
+
+
+def kv_transfer_config(mooncake: Mooncake, role: MooncakeRole, cold: ColdTierTarget | None) -> dict[str, Any]:
+    children = []
+    if mooncake.split:
+        children.append(point_to_point(mooncake.transfer, role))
+    if mooncake.store_enabled:
+        children.append(store(role))
+    if cold is not None and role != "decode":
+        children.append(cold_tier(cold))
+    if len(children) == 1:
+        return children[0]
+    return {
+        "kv_connector": "MultiConnector",
+        "kv_role": KV_ROLES[role],
+        "kv_connector_extra_config": {"connectors": children},
+    }
+
+
+def as_argument(config: dict[str, Any]) -> str:
+    return json.dumps(config, separators=(",", ":"), sort_keys=True)

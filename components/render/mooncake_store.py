@@ -1,0 +1,162 @@
+"""The Mooncake store of an endpoint (modes ``store`` and ``both``): its master
+(``mooncake_master`` from the endpoint's vLLM image, with the built-in HTTP metadata
+server) and the ``mooncake.json`` every store-connected vLLM rank reads.
+
+The store is *embedded*: each vLLM rank contributes ``global_segment_size`` of its own host
+memory to the pool and moves KV peer to peer; the master only places and evicts. One master
+per endpoint, so an endpoint's store edits and deletion touch no other endpoint.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from typing import Any
+
+from components import naming
+from components.render.kube import metadata
+from components.render.kv_transfer import MOONCAKE_PROTOCOLS
+from components.render.placement import PlacedEndpoint
+from components.render.pods import base_pod_spec, restricted
+from components.spec.mooncake import Store
+
+MASTER_RPC_PORT = 50051
+METADATA_PORT = 8080
+MASTER_METRICS_PORT = 9003
+CONFIG_FILE = "mooncake.json"
+CONFIG_DIR = "/etc/mooncake"
+CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_FILE}"
+CHECKSUM_ANNOTATION = "inference-fleet/mooncake-config-sha256"
+"""On each pod template that reads mooncake.json: a store edit rolls exactly those pods."""
+ZONE_LABEL = "topology.kubernetes.io/zone"
+
+# The master evicts when the pool is 90 % full, 5 % at a time (mooncake_master defaults,
+# rendered so a reviewer sees them).
+EVICTION_HIGH_WATERMARK = 0.9
+EVICTION_RATIO = 0.05
+
+
+def _store(endpoint: PlacedEndpoint) -> Store:
+    mooncake = endpoint.spec.mooncake
+    assert mooncake is not None
+    assert mooncake.store_enabled
+    return mooncake.store
+
+
+def master_host(endpoint: PlacedEndpoint) -> str:
+    return f"{naming.object_name(endpoint.name, 'store')}.{endpoint.namespace}.svc"
+
+
+def mooncake_json(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    """Exactly the keys vLLM's MooncakeStoreConfig.from_file reads (config/vllm_kv_transfer.yaml)."""
+    store = _store(endpoint)
+    assert store.protocol is not None
+    assert store.global_segment_size is not None
+    assert store.local_buffer_size is not None
+    host = master_host(endpoint)
+    return {
+        "metadata_server": store.metadata_server or f"http://{host}:{METADATA_PORT}/metadata",
+        "master_server_address": store.master_server_address or f"{host}:{MASTER_RPC_PORT}",
+        # The store connector hands this to store.setup: on EFA it must be libfabric's "efa".
+        "protocol": MOONCAKE_PROTOCOLS[store.protocol],
+        "device_name": store.device_name,
+        "mode": "embedded",
+        # Integers: the reader parses "4GB"-style strings as binary units, digits as bytes.
+        "global_segment_size": int(store.global_segment_size),
+        "local_buffer_size": int(store.local_buffer_size),
+        "enable_offload": False,  # a JSON boolean: the reader's bool() takes "false" for true
+    }
+
+
+def config_text(endpoint: PlacedEndpoint) -> str:
+    return json.dumps(mooncake_json(endpoint), indent=2, sort_keys=True) + "\n"
+
+
+def config_checksum(endpoint: PlacedEndpoint) -> str:
+    return hashlib.sha256(config_text(endpoint).encode()).hexdigest()
+
+
+def config_map(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    name = naming.mooncake_config_name(endpoint.name)
+    labels = {**naming.common_labels(endpoint.name, "store"), **endpoint.spec.labels}
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(name, endpoint.namespace, labels),
+        "data": {CONFIG_FILE: config_text(endpoint)},
+    }
+
+
+def master_args() -> list[str]:
+    return [
+        f"--rpc_port={MASTER_RPC_PORT}",
+        "--enable_http_metadata_server=true",
+        f"--http_metadata_server_port={METADATA_PORT}",
+        f"--metrics_port={MASTER_METRICS_PORT}",
+        f"--eviction_high_watermark_ratio={EVICTION_HIGH_WATERMARK}",
+        f"--eviction_ratio={EVICTION_RATIO}",
+    ]
+
+
+def _tcp(port: str, period: int, failures: int) -> dict[str, Any]:
+    # The metadata server answers 400 to a GET without ?key=, so probes open a connection.
+    return {"tcpSocket": {"port": port}, "periodSeconds": period, "failureThreshold": failures}
+
+
+def master_stateful_set(endpoint: PlacedEndpoint, replicas: int) -> dict[str, Any]:
+    spec = endpoint.spec
+    assert spec.image is not None
+    name = naming.object_name(endpoint.name, "store")
+    labels = {**naming.common_labels(endpoint.name, "store"), **spec.labels}
+    amounts = {"cpu": "1", "memory": "2Gi"}
+    pod = base_pod_spec(termination_grace_seconds=30)
+    pod["containers"] = [
+        {
+            "name": "master",
+            "image": endpoint.image,
+            "command": ["mooncake_master"],
+            "args": master_args(),
+            "ports": [
+                {"name": "rpc", "containerPort": MASTER_RPC_PORT, "protocol": "TCP"},
+                {"name": "metadata", "containerPort": METADATA_PORT, "protocol": "TCP"},
+                {"name": "metrics", "containerPort": MASTER_METRICS_PORT, "protocol": "TCP"},
+            ],
+            "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+            "startupProbe": _tcp("rpc", 5, 30),
+            "livenessProbe": _tcp("rpc", 15, 4),
+            "readinessProbe": _tcp("metadata", 10, 3),
+            "securityContext": restricted(),
+        }
+    ]
+    if endpoint.zone is not None:
+        # Next to the endpoint's node group, whose pods hold the pool.
+        pod["nodeSelector"] = {ZONE_LABEL: endpoint.zone}
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": metadata(name, endpoint.namespace, labels),
+        "spec": {
+            "replicas": replicas,
+            "serviceName": name,
+            "selector": {"matchLabels": naming.selector_labels(endpoint.name, "store")},
+            "template": {"metadata": {"labels": labels}, "spec": pod},
+        },
+    }
+
+
+def master_service(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    name = naming.object_name(endpoint.name, "store")
+    labels = {**naming.common_labels(endpoint.name, "store"), **endpoint.spec.labels}
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(name, endpoint.namespace, labels),
+        "spec": {
+            "type": "ClusterIP",
+            "selector": naming.selector_labels(endpoint.name, "store"),
+            "ports": [
+                {"name": "rpc", "port": MASTER_RPC_PORT, "targetPort": "rpc", "protocol": "TCP"},
+                {"name": "metadata", "port": METADATA_PORT, "targetPort": "metadata", "protocol": "TCP"},
+            ],
+        },
+    }

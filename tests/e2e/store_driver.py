@@ -1,0 +1,101 @@
+"""Runs inside a private network and mount namespace (``unshare -n -m``): starts the real
+mooncake_master with the rendered command, then a real store client configured from the
+rendered mooncake.json exactly as vLLM reads it, and prints what the client saw as JSON.
+
+Nothing can leave the namespace: its only interfaces are loopback and a veth pair whose
+two ends are both inside it, carrying one documentation address (the transfer engine
+refuses a host whose only interface is loopback).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from tests.e2e import mooncake_reader
+
+HOST_ADDRESS = "192.0.2.10"
+DEADLINE_SECONDS = 30
+
+
+def run(*command: str) -> None:
+    subprocess.run(command, check=True, capture_output=True)
+
+
+def private_network(hostnames: list[str]) -> None:
+    run("ip", "link", "set", "lo", "up")
+    run("ip", "link", "add", "mc0", "type", "veth", "peer", "name", "mc1")
+    run("ip", "addr", "add", f"{HOST_ADDRESS}/32", "dev", "mc0")
+    run("ip", "link", "set", "mc0", "up")
+    run("ip", "link", "set", "mc1", "up")
+    # The rendered addresses are cluster DNS names: resolve them to this host, in this namespace only.
+    hosts = Path(tempfile.mkdtemp()) / "hosts"
+    hosts.write_text("127.0.0.1 localhost\n" + "".join(f"{HOST_ADDRESS} {name}\n" for name in hostnames))
+    run("mount", "--bind", str(hosts), "/etc/hosts")
+
+
+def wait_for_port(port: int, deadline: float) -> None:
+    while time.monotonic() < deadline:
+        with socket.socket() as probe:
+            probe.settimeout(0.5)
+            if probe.connect_ex((HOST_ADDRESS, port)) == 0:
+                return
+        time.sleep(0.1)
+    raise TimeoutError(f"nothing listens on {HOST_ADDRESS}:{port}")
+
+
+def exercise(config_path: Path, object_size: int) -> dict[str, object]:
+    from mooncake.store import MooncakeDistributedStore  # the real client, from the real wheel
+
+    config = mooncake_reader.read(config_path)
+    store = MooncakeDistributedStore()
+    result: dict[str, object] = {
+        "setup": store.setup(
+            HOST_ADDRESS,  # vLLM registers the pod IP
+            config.metadata_server,
+            config.global_segment_size,
+            config.local_buffer_size,
+            config.protocol,
+            config.device_name,
+            config.master_server_address,
+        )
+    }
+    blocks = {f"chat/layer0/block{index}": bytes([index]) * object_size for index in range(4)}
+    result["put"] = [store.put(key, value) for key, value in blocks.items()]
+    result["exists"] = [store.is_exist(key) for key in blocks]
+    result["get_equal"] = [store.get(key) == value for key, value in blocks.items()]
+    spare = "chat/unread"
+    result["spare_put"] = store.put(spare, b"\x07" * object_size)
+    result["remove"] = store.remove(spare)
+    result["exists_after_remove"] = store.is_exist(spare)
+    store.close()
+    return result
+
+
+def main() -> None:
+    command, config_path, master_port, object_size, *hostnames = sys.argv[1:]
+    private_network(hostnames)
+    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
+    master = subprocess.Popen(json.loads(command), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    try:
+        wait_for_port(int(master_port), time.monotonic() + DEADLINE_SECONDS)
+        result = exercise(Path(config_path), int(object_size))
+    finally:
+        master.terminate()
+        try:
+            master.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            master.kill()
+            master.wait()
+    result["master_exit"] = master.returncode
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,75 @@
+"""The real Mooncake master and store client accept exactly what we render for a store."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.catalog import kv_transfer_schema
+from components.render.mooncake_store import MASTER_RPC_PORT, config_map, master_host, master_stateful_set
+from tests.e2e import mooncake_reader
+from tests.unit.stack_builders import placed_endpoint, stack_config
+
+ROOT = Path(__file__).resolve().parents[2]
+KV_BLOCK = 2 * 1024 * 1024  # 16 tokens of a Qwen3-8B-sized KV block, roughly
+
+
+def store_endpoint() -> Any:
+    """A store-mode endpoint over TCP with a small pool, so the test client stays light."""
+    mooncake = {
+        "mode": "store",
+        "transfer": {"protocol": "tcp"},
+        "store": {"global_segment_size": "256MiB", "local_buffer_size": "64MiB"},
+    }
+    config = stack_config(endpoints={"chat": {"mooncake": mooncake, "node_group": "gpu"}})
+    return placed_endpoint(config)
+
+
+def test_mooncake_json_holds_only_keys_the_pinned_reader_reads() -> None:
+    rendered = json.loads(config_map(store_endpoint())["data"]["mooncake.json"])
+    assert set(rendered) <= set(kv_transfer_schema().mooncake_json_keys)
+    assert set(mooncake_reader.DEFAULTS) == set(kv_transfer_schema().mooncake_json_keys)
+    assert isinstance(rendered["enable_offload"], bool)
+
+
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
+def test_real_master_and_client_accept_the_rendered_store(tmp_path: Path) -> None:
+    assert os.geteuid() == 0, "the end-to-end store test makes a private network namespace: run it as root"
+    endpoint = store_endpoint()
+    master = master_stateful_set(endpoint, replicas=1)["spec"]["template"]["spec"]["containers"][0]
+    config = tmp_path / "mooncake.json"
+    config.write_text(config_map(endpoint)["data"]["mooncake.json"])
+    completed = subprocess.run(
+        [
+            "unshare",
+            "-n",
+            "-m",
+            sys.executable,
+            "-m",
+            "tests.e2e.store_driver",
+            json.dumps([*master["command"], *master["args"]]),
+            str(config),
+            str(MASTER_RPC_PORT),
+            str(KV_BLOCK),
+            master_host(endpoint),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert result["setup"] == 0
+    assert result["put"] == [0, 0, 0, 0]
+    assert result["exists"] == [1, 1, 1, 1]
+    assert result["get_equal"] == [True, True, True, True]
+    assert (result["spare_put"], result["remove"], result["exists_after_remove"]) == (0, 0, 0)
+    assert result["master_exit"] is not None
