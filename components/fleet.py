@@ -64,14 +64,10 @@ class Fleet(pulumi.ComponentResource):
                 RegionalWorkloadsArgs(
                     region=region,
                     namespaces=namespaces_in(spec, region),
-                    # Mooncake endpoints are validated and placed; their workloads are not rendered yet.
-                    endpoints=[
-                        placed(spec, placement)
-                        for placement in spec.placements_in(region)
-                        if spec.endpoints[placement.endpoint].classic
-                    ],
+                    endpoints=[placed(spec, placement) for placement in spec.placements_in(region)],
                     kubernetes=platform.kubernetes,
                     platform=platform.workload_dependencies,
+                    cold_tier_bucket=platform.cold_tier.bucket_name if platform.cold_tier is not None else None,
                 ),
                 pulumi.ResourceOptions(parent=self, providers={"kubernetes": platform.kubernetes}),
             )

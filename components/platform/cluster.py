@@ -95,6 +95,8 @@ class EksCluster(pulumi.ComponentResource):
             # CoreDNS is added by the platform once a node group exists (it never becomes
             # healthy without nodes: pulumi-eks issues #1819, #1525).
             coredns_addon_options=eks.CoreDnsAddonOptionsArgs(enabled=False),
+            # The VPC CNI's network policy agent enforces the NetworkPolicies of Mooncake endpoints.
+            vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
             deletion_protection=args.protect,
             # The kubeconfig runs `aws eks get-token` with the deployer's default credentials.
             provider_credential_opts=eks.KubeconfigOptionsArgs(),
@@ -108,6 +110,8 @@ class EksCluster(pulumi.ComponentResource):
             naming.platform_name(region, "kubernetes"),
             kubeconfig=self.kubeconfig,
             enable_server_side_apply=True,
+            # mooncake.json is edited in place; the checksum on the pod templates rolls its readers.
+            enable_config_map_mutable=True,
             opts=child,
         )
         self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})

@@ -36,13 +36,14 @@ def horizontal_pod_autoscaler(
     min_replicas: int,
     max_replicas: int,
     metrics: tuple[str, ...],
+    target_kind: str = "Deployment",
 ) -> dict[str, Any]:
     return {
         "apiVersion": "autoscaling/v2",
         "kind": "HorizontalPodAutoscaler",
         "metadata": metadata(name, namespace, labels),
         "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": target},
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": target_kind, "name": target},
             "minReplicas": min_replicas,
             "maxReplicas": max_replicas,
             "metrics": [metric(text) for text in metrics],

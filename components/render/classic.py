@@ -18,11 +18,9 @@ PROGRESS_DEADLINE_SECONDS = 2 * STARTUP_FAILURE_THRESHOLD * STARTUP_PERIOD_SECON
 """A rollout counts as stuck only after twice the time a pod may take to load its model."""
 
 
-def _labels(endpoint: PlacedEndpoint, role: naming.Role) -> dict[str, str]:
-    return {**naming.common_labels(endpoint.name, role), **endpoint.spec.labels}
-
-
-def deployment(endpoint: PlacedEndpoint, role: naming.Role, image: str, replicas: int | None) -> dict[str, Any]:
+def deployment(
+    endpoint: PlacedEndpoint, role: naming.Role, replicas: int | None, template: dict[str, Any]
+) -> dict[str, Any]:
     """``replicas`` None leaves the count to the HorizontalPodAutoscaler (DESIGN decision 9):
     a field Pulumi does not send is a field its server-side apply does not own."""
     spec: dict[str, Any] = {}
@@ -34,28 +32,28 @@ def deployment(endpoint: PlacedEndpoint, role: naming.Role, image: str, replicas
             # Keep serving while a new pod loads; GPU capacity for one extra pod is needed to roll.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
             "progressDeadlineSeconds": PROGRESS_DEADLINE_SECONDS,
-            "template": pod_template(endpoint, role, image),
+            "template": template,
         }
     )
     name = naming.object_name(endpoint.name, role)
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": metadata(name, endpoint.namespace, _labels(endpoint, role)),
+        "metadata": metadata(name, endpoint.namespace, endpoint.labels(role)),
         "spec": spec,
     }
 
 
-def service(endpoint: PlacedEndpoint, role: naming.Role) -> dict[str, Any]:
+def service(endpoint: PlacedEndpoint, role: naming.Role, port: int = SERVICE_PORT) -> dict[str, Any]:
     name = naming.object_name(endpoint.name, role)
     return {
         "apiVersion": "v1",
         "kind": "Service",
-        "metadata": metadata(name, endpoint.namespace, _labels(endpoint, role)),
+        "metadata": metadata(name, endpoint.namespace, endpoint.labels(role)),
         "spec": {
             "type": "ClusterIP",
             "selector": naming.selector_labels(endpoint.name, role),
-            "ports": [{"name": PORT_NAME, "port": SERVICE_PORT, "targetPort": PORT_NAME, "protocol": "TCP"}],
+            "ports": [{"name": PORT_NAME, "port": port, "targetPort": PORT_NAME, "protocol": "TCP"}],
         },
     }
 
@@ -66,7 +64,7 @@ def pod_disruption_budget(endpoint: PlacedEndpoint, role: naming.Role) -> dict[s
     return {
         "apiVersion": "policy/v1",
         "kind": "PodDisruptionBudget",
-        "metadata": metadata(name, endpoint.namespace, _labels(endpoint, role)),
+        "metadata": metadata(name, endpoint.namespace, endpoint.labels(role)),
         "spec": {"maxUnavailable": 1, "selector": {"matchLabels": naming.selector_labels(endpoint.name, role)}},
     }
 
@@ -92,7 +90,9 @@ def classic_objects(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
     """Every object of a classic endpoint in its region, keyed by a stable part name."""
     spec = endpoint.spec
     objects = {
-        "deployment": deployment(endpoint, "server", endpoint.image, primary_replicas(endpoint)),
+        "deployment": deployment(
+            endpoint, "server", primary_replicas(endpoint), pod_template(endpoint, "server", endpoint.image)
+        ),
         "service": service(endpoint, "server"),
         "disruption-budget": pod_disruption_budget(endpoint, "server"),
     }
@@ -101,14 +101,15 @@ def classic_objects(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
         objects["autoscaler"] = horizontal_pod_autoscaler(
             name,
             endpoint.namespace,
-            _labels(endpoint, "server"),
+            endpoint.labels("server"),
             target=name,
             min_replicas=spec.autoscaling.min_replicas,
             max_replicas=spec.autoscaling.max_replicas,
             metrics=spec.autoscaling.metrics,
         )
     if spec.canary is not None:
-        objects["canary-deployment"] = deployment(endpoint, "canary", canary_image(endpoint), spec.canary.replicas)
+        canary = pod_template(endpoint, "canary", canary_image(endpoint))
+        objects["canary-deployment"] = deployment(endpoint, "canary", spec.canary.replicas, canary)
         objects["canary-service"] = service(endpoint, "canary")
     objects["route"] = route(endpoint)
     return objects

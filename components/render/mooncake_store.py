@@ -78,7 +78,7 @@ def config_checksum(endpoint: PlacedEndpoint) -> str:
 
 def config_map(endpoint: PlacedEndpoint) -> dict[str, Any]:
     name = naming.mooncake_config_name(endpoint.name)
-    labels = {**naming.common_labels(endpoint.name, "store"), **endpoint.spec.labels}
+    labels = endpoint.labels("store")
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
@@ -107,7 +107,7 @@ def master_stateful_set(endpoint: PlacedEndpoint, replicas: int) -> dict[str, An
     spec = endpoint.spec
     assert spec.image is not None
     name = naming.object_name(endpoint.name, "store")
-    labels = {**naming.common_labels(endpoint.name, "store"), **spec.labels}
+    labels = endpoint.labels("store")
     amounts = {"cpu": "1", "memory": "2Gi"}
     pod = base_pod_spec(termination_grace_seconds=30)
     pod["containers"] = [
@@ -146,7 +146,7 @@ def master_stateful_set(endpoint: PlacedEndpoint, replicas: int) -> dict[str, An
 
 def master_service(endpoint: PlacedEndpoint) -> dict[str, Any]:
     name = naming.object_name(endpoint.name, "store")
-    labels = {**naming.common_labels(endpoint.name, "store"), **endpoint.spec.labels}
+    labels = endpoint.labels("store")
     return {
         "apiVersion": "v1",
         "kind": "Service",

@@ -158,4 +158,4 @@ def pod_template(endpoint: PlacedEndpoint, role: naming.Role, image: str) -> dic
         pod["nodeSelector"] = selector
     if endpoint.taints:
         pod["tolerations"] = tolerations(endpoint.taints)
-    return {"metadata": {"labels": {**naming.common_labels(endpoint.name, role), **spec.labels}}, "spec": pod}
+    return {"metadata": {"labels": endpoint.labels(role)}, "spec": pod}

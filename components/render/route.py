@@ -22,22 +22,21 @@ IDLE_TIMEOUT_SECONDS = 600
 """A non-streamed long generation can take minutes; the ALB's default closes idle connections after 60 s."""
 
 
-def weights(endpoint: PlacedEndpoint) -> list[tuple[str, int]]:
+def weights(endpoint: PlacedEndpoint, backend: str) -> list[tuple[str, int]]:
     """(Service, weight) pairs of the route; they always sum to 100."""
     canary = endpoint.spec.canary
-    primary = naming.object_name(endpoint.name, "server")
     if canary is None:
-        return [(primary, 100)]
-    return [(primary, 100 - canary.weight), (naming.object_name(endpoint.name, "canary"), canary.weight)]
+        return [(backend, 100)]
+    return [(backend, 100 - canary.weight), (naming.object_name(endpoint.name, "canary"), canary.weight)]
 
 
-def forward_action(endpoint: PlacedEndpoint) -> dict[str, Any]:
+def forward_action(endpoint: PlacedEndpoint, backend: str) -> dict[str, Any]:
     return {
         "type": "forward",
         "forwardConfig": {
             "targetGroups": [
                 {"serviceName": service, "servicePort": SERVICE_PORT, "weight": weight}
-                for service, weight in weights(endpoint)
+                for service, weight in weights(endpoint, backend)
             ]
         },
     }
@@ -58,17 +57,27 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def route(endpoint: PlacedEndpoint) -> dict[str, Any]:
-    spec = endpoint.spec
+def route(
+    endpoint: PlacedEndpoint,
+    backend: str | None = None,
+    health_path: str | None = None,
+    success_codes: str | None = None,
+) -> dict[str, Any]:
+    """The route to ``backend`` (the endpoint's own Service unless named), health-checked on
+    ``health_path`` (the server's) answering ``success_codes`` (200 unless named)."""
     ingress = endpoint.ingress
     # The action is named after the primary Service: the controller looks the action up by
     # the backend's name, and Pulumi's Ingress await finds that Service's endpoints.
-    action = naming.object_name(endpoint.name, "server")
+    action = backend or naming.object_name(endpoint.name, "server")
+    # Every route of a region renders the group-wide settings (listen ports, certificate,
+    # TLS policy, allowed CIDRs, idle timeout) from the same region config, as the
+    # controller requires of one ingress group.
     annotations = {
         f"{ALB}/target-type": "ip",
-        f"{ALB}/healthcheck-path": spec.health_check_path,
+        f"{ALB}/healthcheck-path": health_path or endpoint.spec.health_check_path,
+        f"{ALB}/success-codes": success_codes or "200",
         f"{ALB}/load-balancer-attributes": f"idle_timeout.timeout_seconds={IDLE_TIMEOUT_SECONDS}",
-        f"{ALB}/actions.{action}": _compact(forward_action(endpoint)),
+        f"{ALB}/actions.{action}": _compact(forward_action(endpoint, action)),
         f"{ALB}/transforms.{action}": _compact(strip_prefix(endpoint)),
     }
     if ingress.certificate_arn is not None:
@@ -79,9 +88,9 @@ def route(endpoint: PlacedEndpoint) -> dict[str, Any]:
         annotations[f"{ALB}/listen-ports"] = _compact([{"HTTP": 80}])
     if ingress.allowed_cidrs:
         annotations[f"{ALB}/inbound-cidrs"] = ",".join(ingress.allowed_cidrs)
-    meta = metadata(endpoint.name, endpoint.namespace, {**naming.common_labels(endpoint.name, "route"), **spec.labels})
+    meta = metadata(endpoint.name, endpoint.namespace, endpoint.labels("route"))
     meta["annotations"] = dict(sorted(annotations.items()))
-    backend = {"service": {"name": action, "port": {"name": "use-annotation"}}}
+    target = {"service": {"name": action, "port": {"name": "use-annotation"}}}
     return {
         "apiVersion": "networking.k8s.io/v1",
         "kind": "Ingress",
@@ -91,7 +100,7 @@ def route(endpoint: PlacedEndpoint) -> dict[str, Any]:
             "rules": [
                 {
                     "http": {
-                        "paths": [{"path": naming.route_path(endpoint.name), "pathType": "Prefix", "backend": backend}]
+                        "paths": [{"path": naming.route_path(endpoint.name), "pathType": "Prefix", "backend": target}]
                     }
                 }
             ],

@@ -333,13 +333,16 @@ def _capacity_problems(
         ]
     pods = endpoint.max_gpu_pods()
     needed = pods * per_pod
-    # Pods do not span nodes: a node holds floor(GPUs per node / GPUs per pod) of them.
-    per_node = facts.accelerators // per_pod
+    # Pods do not span nodes: a node holds floor(GPUs per node / GPUs per pod) of them; an
+    # rdma pod requests every EFA device of its node, so it holds the node alone.
+    per_node = 1 if endpoint.transfer_protocol == "rdma" else facts.accelerators // per_pod
     available = group.max_size * per_node * per_pod
     if needed <= available:
         return []
     packing = f"max_size {group.max_size} x {facts.accelerators} GPUs per instance"
-    if per_node * per_pod != facts.accelerators:
+    if endpoint.transfer_protocol == "rdma" and per_pod != facts.accelerators:
+        packing += f", one {per_pod}-GPU pod per node (each takes all of its EFA devices)"
+    elif per_node * per_pod != facts.accelerators:
         packing += f", of which {per_node * per_pod} hold whole {per_pod}-GPU pods"
     return [
         Problem(

@@ -9,6 +9,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from components.catalog import pins
 from components.render.frameworks import ServerInputs, ServerLaunch, flag_name, server_launch
+from components.render.mooncake_env import ROLE_ENV
 from components.scheduling import CAPACITY_TYPE_LABEL, NODE_GROUP_LABEL
 from components.spec.autoscaling import Autoscaling
 from components.spec.base import (
@@ -239,8 +240,20 @@ class Endpoint(SpecModel):
         return {"resources": resources, "model_path": model_path}
 
     def _check_args(self) -> Self:
-        """Refuse args that repeat a flag the framework adapter renders from a field."""
+        """Refuse args and env that repeat what inference-fleet renders from a field."""
         owned = self.server_launch().owned
+        if self.mooncake is not None:
+            owned["--kv-transfer-config"] = "mooncake"
+            for variable in (*self.env, *self.secret_env):
+                if variable in ROLE_ENV:
+                    field = "env" if variable in self.env else "secret_env"
+                    raise fail(
+                        "owned_env",
+                        "{name!r} is set by inference-fleet on Mooncake roles (from {source}); remove it",
+                        at=f"{field}.{variable}",
+                        name=variable,
+                        source=ROLE_ENV[variable],
+                    )
         for index, arg in enumerate(self.args):
             name = flag_name(arg)
             if name in owned:
@@ -283,7 +296,18 @@ class Endpoint(SpecModel):
         image = self.image or (pinned.efa_image if mooncake.transfer.protocol == "rdma" else pinned.image)
         if mooncake.split:
             proxy = mooncake.proxy or Proxy()
-            mooncake = mooncake.model_copy(update={"proxy": proxy.model_copy(update={"image": proxy.image or image})})
+            # Autoscaled prefill needs a proxy that discovers prefill pods: vllm-router.
+            discovery = mooncake.autoscaling.enabled and mooncake.autoscaling.prefill is not None
+            if discovery and proxy.admin_api_key_secret is not None:
+                raise fail(
+                    "admin_key_with_router",
+                    "works with the vLLM image's proxy (a fixed prefill count); autoscaled prefill uses "
+                    "vllm-router, which does not send the key to the servers: remove the secret or "
+                    "mooncake.autoscaling.prefill",
+                    at="mooncake.proxy.admin_api_key_secret",
+                )
+            default = pinned.router_image if discovery else image
+            mooncake = mooncake.model_copy(update={"proxy": proxy.model_copy(update={"image": proxy.image or default})})
         return self.model_copy(
             update={
                 "image": image,

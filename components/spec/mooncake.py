@@ -62,7 +62,11 @@ class Store(SpecModel):
 
 
 class Proxy(SpecModel):
-    image: NonEmptyStr | None = Field(None, description="Proxy image; defaults to the endpoint image.")
+    image: NonEmptyStr | None = Field(
+        None,
+        description="Proxy image; defaults to the endpoint image (its bundled proxy), or the pinned vllm-router "
+        "image when prefill is autoscaled.",
+    )
     scheduling: Literal["round_robin"] = Field("round_robin", description="How the proxy picks instances.")
     admin_api_key_secret: ObjectName | None = Field(
         None, description="Name of a Kubernetes Secret holding the proxy admin key; the key never enters config."

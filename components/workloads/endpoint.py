@@ -1,4 +1,4 @@
-"""A classic endpoint in one region: its rendered objects registered with the region's cluster."""
+"""An endpoint in one region: its rendered objects registered with the region's cluster."""
 
 from __future__ import annotations
 
@@ -11,6 +11,9 @@ import pulumi_kubernetes as k8s
 
 from components import naming
 from components.render.classic import PROGRESS_DEADLINE_SECONDS, classic_objects
+from components.render.kv_transfer import ColdTierTarget
+from components.render.mooncake import mooncake_objects
+from components.render.mooncake_roles import cold_tier_staging
 from components.render.placement import PlacedEndpoint
 from components.render.route import address
 from components.spec.engine import EndpointRecord, EngineCapabilities
@@ -30,6 +33,42 @@ class InferenceEndpointArgs:
     depends_on: Sequence[pulumi.Resource]
     """The namespace objects and the platform parts pods need (node groups, device plugins,
     the load balancer controller whose webhooks see every Service)."""
+    cold_tier_bucket: pulumi.Output[str] | None = None
+    """The region's cold-tier bucket, for endpoints that opt into it."""
+
+
+ROLLING_KINDS = ("Deployment", "StatefulSet")
+STATIC_FIELDS = ("apiVersion", "kind", "metadata")
+
+
+def cold_tier_target(endpoint: PlacedEndpoint, bucket: str) -> ColdTierTarget:
+    return ColdTierTarget(
+        bucket=bucket,
+        region=endpoint.region,
+        prefix=naming.kv_prefix(endpoint.name),
+        staging_bytes=cold_tier_staging(endpoint),
+    )
+
+
+def rendered(endpoint: PlacedEndpoint, bucket: pulumi.Output[str] | None) -> dict[str, dict[str, Any]]:
+    """The endpoint's manifests. The cold tier's bucket is known only once the region's
+    bucket exists: the objects are rendered once more inside that one Output, and every
+    field but the identity ones takes its value from there."""
+    if endpoint.spec.mooncake is None:
+        return classic_objects(endpoint)
+    if not endpoint.spec.mooncake.store.cold_tier_enabled:
+        return mooncake_objects(endpoint, None)
+    assert bucket is not None, "a cold-tier endpoint is placed only where the region has a cold tier"
+    shapes = mooncake_objects(endpoint, cold_tier_target(endpoint, "<cold-tier-bucket>"))
+    resolved = bucket.apply(lambda name: mooncake_objects(endpoint, cold_tier_target(endpoint, name)))
+
+    def field_of(part: str, field: str) -> pulumi.Output[Any]:
+        return resolved.apply(lambda objects: objects[part][field])
+
+    return {
+        part: {field: value if field in STATIC_FIELDS else field_of(part, field) for field, value in manifest.items()}
+        for part, manifest in shapes.items()
+    }
 
 
 class InferenceEndpoint(pulumi.ComponentResource):
@@ -40,10 +79,10 @@ class InferenceEndpoint(pulumi.ComponentResource):
         super().__init__("inference-fleet:workloads:InferenceEndpoint", name, None, opts)
         endpoint = args.endpoint
         route: k8s.networking.v1.Ingress | None = None
-        for manifest in classic_objects(endpoint).values():
+        for manifest in rendered(endpoint, args.cold_tier_bucket).values():
             kind = manifest["kind"]
             timeouts = None
-            if kind == "Deployment":
+            if kind in ROLLING_KINDS:
                 timeouts = pulumi.CustomTimeouts(create=ROLLOUT_TIMEOUT, update=ROLLOUT_TIMEOUT)
             elif kind == "Ingress":
                 timeouts = pulumi.CustomTimeouts(create=ROUTE_TIMEOUT, update=ROUTE_TIMEOUT)

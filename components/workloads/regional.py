@@ -26,6 +26,8 @@ class RegionalWorkloadsArgs:
     kubernetes: k8s.Provider
     platform: Sequence[pulumi.Resource]
     """What pods need before they are created (node groups, device plugins, load balancer controller)."""
+    cold_tier_bucket: pulumi.Output[str] | None
+    """The region's cold-tier bucket, when it has one."""
 
 
 class RegionalWorkloads(pulumi.ComponentResource):
@@ -58,6 +60,7 @@ class RegionalWorkloads(pulumi.ComponentResource):
                     endpoint=endpoint,
                     kubernetes=args.kubernetes,
                     depends_on=[*namespace_objects[endpoint.namespace], *args.platform],
+                    cold_tier_bucket=args.cold_tier_bucket,
                 ),
                 pulumi.ResourceOptions(parent=self),
             )

@@ -3,6 +3,7 @@ with which provider, parent, options and outputs."""
 
 from __future__ import annotations
 
+import json
 from functools import cache
 from typing import Any
 
@@ -46,10 +47,43 @@ def test_a_classic_endpoint_with_autoscaling_and_canary_registers_its_objects_in
     assert {resource["provider"] for resource in plan.resources if resource["parent"] == component["urn"]} == {provider}
 
 
-def test_mooncake_endpoints_are_placed_but_not_rendered_as_classic_workloads() -> None:
+def test_a_mooncake_endpoint_registers_roles_proxy_store_and_policies_in_each_region() -> None:
     plan = plan_of("prod")
-    assert "chat" in plan.outputs["placements"]
-    assert not [resource for resource in plan.resources if resource["name"].endswith("-chat")]
+    component = named(plan, "inference-fleet:workloads:InferenceEndpoint", "us-east-1-chat")
+    children = sorted(
+        (resource["type"], resource["name"]) for resource in plan.resources if resource["parent"] == component["urn"]
+    )
+    assert children == sorted(
+        [
+            ("kubernetes:core/v1:ConfigMap", "us-east-1-chat-mooncake"),
+            ("kubernetes:apps/v1:StatefulSet", "us-east-1-chat-store"),
+            ("kubernetes:core/v1:Service", "us-east-1-chat-store"),
+            ("kubernetes:apps/v1:StatefulSet", "us-east-1-chat-prefill"),
+            ("kubernetes:core/v1:Service", "us-east-1-chat-prefill"),
+            ("kubernetes:policy/v1:PodDisruptionBudget", "us-east-1-chat-prefill"),
+            ("kubernetes:apps/v1:Deployment", "us-east-1-chat-decode"),
+            ("kubernetes:core/v1:Service", "us-east-1-chat-decode"),
+            ("kubernetes:policy/v1:PodDisruptionBudget", "us-east-1-chat-decode"),
+            ("kubernetes:apps/v1:Deployment", "us-east-1-chat-proxy"),
+            ("kubernetes:core/v1:Service", "us-east-1-chat-proxy"),
+            ("kubernetes:networking.k8s.io/v1:Ingress", "us-east-1-chat"),
+            ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "us-east-1-chat-proxy"),
+            ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "us-east-1-chat-roles"),
+            ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "us-east-1-chat-store"),
+        ]
+    )
+
+
+def test_the_cold_tier_child_names_the_regions_own_bucket_under_the_endpoints_prefix() -> None:
+    plan = plan_of("prod")
+    for region in ("us-east-1", "eu-west-1"):
+        prefill = named(plan, "kubernetes:apps/v1:StatefulSet", f"{region}-chat-prefill")
+        args = prefill["inputs"]["spec"]["template"]["spec"]["containers"][0]["args"]
+        config = json.loads(args[args.index("--kv-transfer-config") + 1])
+        cold = config["kv_connector_extra_config"]["connectors"][-1]
+        (tier,) = cold["kv_connector_extra_config"]["secondary_tiers"]
+        assert tier["store_config"]["bucket"] == f"inference-fleet-prod-kv-123456789012-{region}"
+        assert tier["prefix"] == "mooncake-kv/chat/"
 
 
 def test_rollouts_wait_for_model_loading_and_routes_for_the_load_balancer() -> None:
@@ -92,7 +126,7 @@ def test_each_endpoint_and_region_exports_its_engine_record_with_the_routed_addr
     assert record.address == "http://us-west-2-assistant.offline.elb.amazonaws.com/inference/assistant"
     assert record.capabilities.context_length == 32768
     assert EndpointRecord.from_dict(record.to_dict()) == record
-    assert set(records) == {"assistant"}
+    assert set(records) == {"assistant", "chat-pd"}
 
 
 def test_the_plan_writes_the_rendered_manifests_per_region_and_namespace() -> None:

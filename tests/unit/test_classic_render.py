@@ -298,7 +298,7 @@ def test_selectors_never_change_under_edits_of_image_replicas_weight_env_or_args
 @given(weight=st.integers(1, 99))
 def test_route_weights_always_sum_to_100(weight: int) -> None:
     endpoint = placed({"canary": {"image": "vllm/vllm-openai:v0.34.0", "weight": weight}})
-    assert sum(share for _, share in weights(endpoint)) == 100
+    assert sum(share for _, share in weights(endpoint, "chat")) == 100
     assert sum(share for _, share in route_targets(classic_objects(endpoint))) == 100
 
 

@@ -1,0 +1,83 @@
+"""Every object of a Mooncake endpoint in one region, keyed by a stable part name."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import naming
+from components.render.autoscaling import horizontal_pod_autoscaler
+from components.render.classic import pod_disruption_budget
+from components.render.kv_transfer import ColdTierTarget
+from components.render.mooncake_roles import (
+    mooncake_of,
+    prefill_autoscaled,
+    prefill_headless_service,
+    prefill_stateful_set,
+    role_deployment,
+    role_service,
+)
+from components.render.mooncake_store import config_map, master_service, master_stateful_set
+from components.render.network_policy import network_policies
+from components.render.placement import PlacedEndpoint
+from components.render.proxy import (
+    PROXY_HEALTH_CODES,
+    PROXY_HEALTH_PATH,
+    proxy_deployment,
+    proxy_service,
+    router_access,
+)
+from components.render.route import route
+from components.spec.autoscaling import RoleAutoscaling
+
+
+def mooncake_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None) -> dict[str, dict[str, Any]]:
+    mooncake = mooncake_of(endpoint)
+    stopped = endpoint.spec.desired_state == "stopped"
+    objects: dict[str, dict[str, Any]] = {}
+    if mooncake.store_enabled:
+        objects["store-config"] = config_map(endpoint)
+        objects["store-master"] = master_stateful_set(endpoint, replicas=0 if stopped else 1)
+        objects["store-service"] = master_service(endpoint)
+    if not mooncake.split:
+        objects["deployment"] = role_deployment(endpoint, "server", cold)
+        objects["service"] = role_service(endpoint, "server")
+        objects["disruption-budget"] = pod_disruption_budget(endpoint, "server")
+        objects["route"] = route(endpoint)
+    else:
+        objects["prefill"] = prefill_stateful_set(endpoint, cold)
+        objects["prefill-service"] = prefill_headless_service(endpoint)
+        objects["prefill-disruption-budget"] = pod_disruption_budget(endpoint, "prefill")
+        objects["decode"] = role_deployment(endpoint, "decode", cold)
+        objects["decode-service"] = role_service(endpoint, "decode")
+        objects["decode-disruption-budget"] = pod_disruption_budget(endpoint, "decode")
+        scaling = mooncake.autoscaling
+        roles: tuple[tuple[naming.Role, RoleAutoscaling | None, str], ...] = (
+            ("prefill", scaling.prefill, "StatefulSet"),
+            ("decode", scaling.decode, "Deployment"),
+        )
+        for role, role_scaling, kind in roles:
+            if scaling.enabled and role_scaling is not None:
+                name = naming.object_name(endpoint.name, role)
+                objects[f"{role}-autoscaler"] = horizontal_pod_autoscaler(
+                    name,
+                    endpoint.namespace,
+                    endpoint.labels(role),
+                    target=name,
+                    min_replicas=role_scaling.min_replicas,
+                    max_replicas=role_scaling.max_replicas,
+                    metrics=role_scaling.metrics,
+                    target_kind=kind,
+                )
+        if prefill_autoscaled(endpoint):
+            objects.update(router_access(endpoint))
+        objects["proxy"] = proxy_deployment(endpoint)
+        objects["proxy-service"] = proxy_service(endpoint)
+        proxy = naming.object_name(endpoint.name, "proxy")
+        if prefill_autoscaled(endpoint):
+            objects["route"] = route(endpoint, backend=proxy, health_path="/health")
+        else:
+            objects["route"] = route(
+                endpoint, backend=proxy, health_path=PROXY_HEALTH_PATH, success_codes=PROXY_HEALTH_CODES
+            )
+    objects.update(network_policies(endpoint))
+    return objects

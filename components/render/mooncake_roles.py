@@ -1,0 +1,193 @@
+"""The vLLM workloads of a Mooncake endpoint: prefill (a StatefulSet, so the proxy can reach
+the very pod that prefilled: DESIGN decision 8), decode (a Deployment), or the one server of
+mode ``store``; each with its role's connector config, the store config and the EFA needs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import naming
+from components.render.classic import deployment, service
+from components.render.kube import metadata, quantity
+from components.render.kv_transfer import ColdTierTarget, MooncakeRole, as_argument, kv_transfer_config
+from components.render.mooncake_env import ADMIN_KEY_IN_SECRET
+from components.render.mooncake_store import CHECKSUM_ANNOTATION, CONFIG_DIR, CONFIG_PATH, config_checksum
+from components.render.placement import PlacedEndpoint
+from components.render.pods import PORT_NAME, pod_template
+from components.render.route import SERVICE_PORT
+from components.scheduling import EFA_RESOURCE
+from components.spec.mooncake import Mooncake
+
+HASH_SEED = "0"
+HUGEPAGES_2MI = "5120Mi"
+"""libfabric's EFA provider allocates its internal buffers from huge pages (AWS's EFA example size)."""
+COLD_TIER_STAGING_PER_GPU = 4 * 2**30
+"""Host memory per GPU of the OffloadingConnector's CPU tier, through which the cold tier writes."""
+CONFIG_VOLUME = "mooncake-config"
+ROUTER_BOOTSTRAP_ANNOTATION = "vllm.ai/bootstrap-port"
+"""Where vllm-router's Kubernetes discovery reads a prefill pod's bootstrap port."""
+
+
+def mooncake_of(endpoint: PlacedEndpoint) -> Mooncake:
+    mooncake = endpoint.spec.mooncake
+    assert mooncake is not None
+    return mooncake
+
+
+def rdma(endpoint: PlacedEndpoint) -> bool:
+    return mooncake_of(endpoint).transfer.protocol == "rdma"
+
+
+def prefill_autoscaled(endpoint: PlacedEndpoint) -> bool:
+    scaling = mooncake_of(endpoint).autoscaling
+    return scaling.enabled and scaling.prefill is not None
+
+
+def cold_tier_staging(endpoint: PlacedEndpoint) -> int:
+    return max(endpoint.spec.gpu_count, 1) * COLD_TIER_STAGING_PER_GPU
+
+
+def role_memory(endpoint: PlacedEndpoint, role: MooncakeRole, cold: bool) -> int:
+    """The server's own memory, plus what each rank (GPU) gives the store pool and its
+    transfer buffer, plus the cold tier's staging memory on the roles that write it."""
+    spec = endpoint.spec
+    store = mooncake_of(endpoint).store
+    assert spec.resources.memory is not None
+    memory = int(spec.resources.memory)
+    ranks = max(spec.gpu_count, 1)
+    if mooncake_of(endpoint).store_enabled:
+        assert store.global_segment_size is not None
+        assert store.local_buffer_size is not None
+        memory += ranks * (int(store.global_segment_size) + int(store.local_buffer_size))
+    if cold and role != "decode":
+        memory += cold_tier_staging(endpoint)
+    return memory
+
+
+def _env(endpoint: PlacedEndpoint, role: MooncakeRole) -> list[dict[str, Any]]:
+    mooncake = mooncake_of(endpoint)
+    env: list[dict[str, Any]] = [
+        {"name": "PYTHONHASHSEED", "value": HASH_SEED},
+        {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+    ]
+    if role == "prefill":
+        transfer = mooncake.transfer
+        env.append({"name": "VLLM_MOONCAKE_BOOTSTRAP_PORT", "value": str(transfer.bootstrap_base_port)})
+        env.append({"name": "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "value": str(transfer.abort_request_timeout)})
+    if mooncake.store_enabled:
+        env.append({"name": "MOONCAKE_CONFIG_PATH", "value": CONFIG_PATH})
+    if rdma(endpoint):
+        env += [
+            {"name": "FI_PROVIDER", "value": "efa"},
+            {"name": "FI_EFA_USE_DEVICE_RDMA", "value": "1"},
+            # libfabric's shared-memory path fails on GPU buffers between processes of one node.
+            {"name": "FI_EFA_ENABLE_SHM_TRANSFER", "value": "0"},
+            # VMM-backed (expandable) CUDA segments make EFA reads and writes fail.
+            {"name": "PYTORCH_CUDA_ALLOC_CONF", "value": "expandable_segments:False"},
+        ]
+    secret = mooncake.proxy.admin_api_key_secret if mooncake.proxy is not None else None
+    if secret is not None:
+        # Only the proxy, which holds the same key, may call the role servers.
+        ref = {"secretKeyRef": {"name": secret, "key": ADMIN_KEY_IN_SECRET}}
+        env.append({"name": "VLLM_API_KEY", "valueFrom": ref})
+    return env
+
+
+def role_template(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTierTarget | None) -> dict[str, Any]:
+    mooncake = mooncake_of(endpoint)
+    template = pod_template(endpoint, role, endpoint.image)
+    pod = template["spec"]
+    container = pod["containers"][0]
+    container["args"] = [
+        *container["args"],
+        "--kv-transfer-config",
+        as_argument(kv_transfer_config(mooncake, role, cold)),
+    ]
+    container["env"] = [*_env(endpoint, role), *container.get("env", [])]
+    if role == "prefill":
+        bootstrap = mooncake.transfer.bootstrap_base_port
+        container["ports"].append({"name": "bootstrap", "containerPort": bootstrap, "protocol": "TCP"})
+    resources = container["resources"]
+    for amounts in (resources["requests"], resources["limits"]):
+        amounts["memory"] = quantity(role_memory(endpoint, role, cold is not None))
+        if rdma(endpoint):
+            # Every EFA device of the node, so the transfer uses all of its bandwidth.
+            amounts[EFA_RESOURCE] = str(endpoint.efa_interfaces)
+            amounts["hugepages-2Mi"] = HUGEPAGES_2MI
+    if rdma(endpoint):
+        # Registering GPU and host buffers with the NIC pins memory.
+        container["securityContext"]["capabilities"]["add"] = ["IPC_LOCK"]
+    annotations: dict[str, str] = {}
+    if mooncake.store_enabled:
+        container["volumeMounts"].append({"name": CONFIG_VOLUME, "mountPath": CONFIG_DIR, "readOnly": True})
+        config_map = naming.mooncake_config_name(endpoint.name)
+        pod["volumes"].append({"name": CONFIG_VOLUME, "configMap": {"name": config_map}})
+        annotations[CHECKSUM_ANNOTATION] = config_checksum(endpoint)
+    if role == "prefill" and prefill_autoscaled(endpoint):
+        annotations[ROUTER_BOOTSTRAP_ANNOTATION] = str(mooncake.transfer.bootstrap_base_port)
+    if annotations:
+        template["metadata"]["annotations"] = annotations
+    return template
+
+
+def role_replicas(endpoint: PlacedEndpoint, role: MooncakeRole) -> int | None:
+    """The role's count; None leaves it to the role's autoscaler (DESIGN decision 9)."""
+    mooncake = mooncake_of(endpoint)
+    if endpoint.spec.desired_state == "stopped":
+        return 0
+    if role == "server":
+        return 1
+    scaling = mooncake.autoscaling
+    if scaling.enabled and getattr(scaling, role) is not None:
+        return None
+    assert mooncake.topology is not None
+    return int(getattr(mooncake.topology, role))
+
+
+def prefill_stateful_set(endpoint: PlacedEndpoint, cold: ColdTierTarget | None) -> dict[str, Any]:
+    """Pods ``<name>-prefill-<i>`` with stable DNS names under the headless Service."""
+    name = naming.object_name(endpoint.name, "prefill")
+    spec: dict[str, Any] = {}
+    replicas = role_replicas(endpoint, "prefill")
+    if replicas is not None:
+        spec["replicas"] = replicas
+    spec["serviceName"] = name
+    spec["podManagementPolicy"] = "Parallel"  # prefill pods do not depend on each other
+    spec["selector"] = {"matchLabels": naming.selector_labels(endpoint.name, "prefill")}
+    spec["template"] = role_template(endpoint, "prefill", cold)
+    return {
+        "apiVersion": "apps/v1",
+        "kind": "StatefulSet",
+        "metadata": metadata(name, endpoint.namespace, endpoint.labels("prefill")),
+        "spec": spec,
+    }
+
+
+def prefill_headless_service(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    name = naming.object_name(endpoint.name, "prefill")
+    bootstrap = mooncake_of(endpoint).transfer.bootstrap_base_port
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(name, endpoint.namespace, endpoint.labels("prefill")),
+        "spec": {
+            "clusterIP": "None",
+            # Names exist while a pod loads: the proxy waits on each prefiller's /health itself.
+            "publishNotReadyAddresses": True,
+            "selector": naming.selector_labels(endpoint.name, "prefill"),
+            "ports": [
+                {"name": PORT_NAME, "port": endpoint.spec.port, "targetPort": PORT_NAME, "protocol": "TCP"},
+                {"name": "bootstrap", "port": bootstrap, "targetPort": "bootstrap", "protocol": "TCP"},
+            ],
+        },
+    }
+
+
+def role_deployment(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTierTarget | None) -> dict[str, Any]:
+    """The decode role, or the one server of mode store."""
+    return deployment(endpoint, role, role_replicas(endpoint, role), role_template(endpoint, role, cold))
+
+
+def role_service(endpoint: PlacedEndpoint, role: MooncakeRole) -> dict[str, Any]:
+    """Decode: what the proxy sends to, on the server's own port; store: the route's backend."""
+    return service(endpoint, role, endpoint.spec.port if role == "decode" else SERVICE_PORT)

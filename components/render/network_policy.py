@@ -1,0 +1,96 @@
+"""NetworkPolicies of a Mooncake endpoint: into its pods comes exactly the traffic its roles
+need, nothing else. Enforced by the VPC CNI's network policy agent (enabled on the cluster).
+
+- proxy (or the store server): its port, from anywhere (the load balancer sends from its subnets);
+- role pods: the server port from the proxy; from each other and from the proxy the prefill
+  bootstrap window; from each other the Mooncake transfer engine's RPC range (where its TCP
+  transport listens too) and the ZMQ side channel range vLLM binds at random;
+- the store master: RPC and metadata from the endpoint's role pods.
+
+Over EFA the KV itself moves by SRD, not IP, and no policy sees it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import naming
+from components.render.kube import metadata
+from components.render.mooncake_roles import mooncake_of
+from components.render.mooncake_store import MASTER_RPC_PORT, METADATA_PORT
+from components.render.placement import PlacedEndpoint
+from components.render.proxy import PROXY_PORT
+
+BOOTSTRAP_SPAN = 100
+"""Bootstrap ports are base + data-parallel rank * tensor-parallel size + tensor-parallel rank."""
+TRANSFER_ENGINE_PORTS = (15000, 17000)
+"""Mooncake's MC_MIN_RPC_PORT..MC_MAX_RPC_PORT defaults."""
+SIDE_CHANNEL_PORTS = (49152, 65535)
+"""pyzmq bind_to_random_port's default range, where vLLM's Mooncake side channel binds."""
+
+
+def _pods(endpoint: PlacedEndpoint, *roles: naming.Role) -> dict[str, Any]:
+    return {
+        "matchLabels": {"app.kubernetes.io/name": endpoint.name},
+        "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": "In", "values": list(roles)}],
+    }
+
+
+def _ports(*ranges: tuple[int, int]) -> list[dict[str, Any]]:
+    return [{"protocol": "TCP", "port": low, **({"endPort": high} if high != low else {})} for low, high in ranges]
+
+
+def _policy(
+    endpoint: PlacedEndpoint, suffix: str, selector: dict[str, Any], rules: list[dict[str, Any]]
+) -> dict[str, Any]:
+    name = f"{endpoint.name}-{suffix}"
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(
+            name,
+            endpoint.namespace,
+            {**naming.fleet_labels(), "app.kubernetes.io/name": endpoint.name, **endpoint.spec.labels},
+        ),
+        "spec": {"podSelector": selector, "policyTypes": ["Ingress"], "ingress": rules},
+    }
+
+
+def network_policies(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
+    mooncake = mooncake_of(endpoint)
+    port = endpoint.spec.port
+    policies: dict[str, dict[str, Any]] = {}
+    if mooncake.split:
+        roles: tuple[naming.Role, ...] = ("prefill", "decode")
+        bootstrap = mooncake.transfer.bootstrap_base_port
+        window = (bootstrap, min(bootstrap + BOOTSTRAP_SPAN, 65535))
+        policies["policy-proxy"] = _policy(
+            endpoint, "proxy", _pods(endpoint, "proxy"), [{"ports": _ports((PROXY_PORT, PROXY_PORT))}]
+        )
+        role_rules = [
+            {"from": [{"podSelector": _pods(endpoint, "proxy")}], "ports": _ports((port, port), window)},
+            {
+                "from": [{"podSelector": _pods(endpoint, *roles)}],
+                "ports": _ports(window, TRANSFER_ENGINE_PORTS, SIDE_CHANNEL_PORTS),
+            },
+        ]
+    else:
+        roles = ("server",)
+        role_rules = [
+            {"ports": _ports((port, port))},  # the route's backend
+            {"from": [{"podSelector": _pods(endpoint, *roles)}], "ports": _ports(TRANSFER_ENGINE_PORTS)},
+        ]
+    policies["policy-roles"] = _policy(endpoint, "roles", _pods(endpoint, *roles), role_rules)
+    if mooncake.store_enabled:
+        policies["policy-store"] = _policy(
+            endpoint,
+            "store",
+            _pods(endpoint, "store"),
+            [
+                {
+                    "from": [{"podSelector": _pods(endpoint, *roles)}],
+                    "ports": _ports((MASTER_RPC_PORT, MASTER_RPC_PORT), (METADATA_PORT, METADATA_PORT)),
+                }
+            ],
+        )
+    return policies
