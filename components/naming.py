@@ -11,7 +11,7 @@ from typing import Literal
 PROJECT = "inference-fleet"
 MANAGED_BY = "pulumi"
 
-Role = Literal["server", "prefill", "decode", "store", "proxy", "canary", "route"]
+Role = Literal["server", "prefill", "decode", "store", "proxy", "canary", "route", "network-policy"]
 
 # Suffixes of the Kubernetes objects an endpoint owns, and the longest name each
 # object kind allows. A StatefulSet's name ends up inside the pod label

@@ -172,6 +172,9 @@ REPLACED_BY: dict[str, tuple[Forces, ...]] = {
         Forces("spec.revisionHistoryLimit", f"{_KUBERNETES_SOURCE}: apps/v1 StatefulSet"),
     ),
     "kubernetes:core/v1:Service": (Forces("spec.clusterIP", f"{_KUBERNETES_SOURCE}: core/v1 Service"),),
+    "kubernetes:rbac.authorization.k8s.io/v1:RoleBinding": (
+        Forces("roleRef", f"{_KUBERNETES_SOURCE}: rbac/v1 RoleBinding"),
+    ),
     "kubernetes:core/v1:ConfigMap": (
         Forces("data", f"{_KUBERNETES_SOURCE}: core/v1 ConfigMap", unless_provider_flag="enableConfigMapMutable"),
         Forces("binaryData", f"{_KUBERNETES_SOURCE}: core/v1 ConfigMap", unless_provider_flag="enableConfigMapMutable"),

@@ -9,6 +9,7 @@ from components.render.autoscaling import horizontal_pod_autoscaler
 from components.render.classic import pod_disruption_budget
 from components.render.kv_transfer import ColdTierTarget
 from components.render.mooncake_roles import (
+    cold_tier_staging,
     mooncake_of,
     prefill_autoscaled,
     prefill_headless_service,
@@ -28,6 +29,16 @@ from components.render.proxy import (
 )
 from components.render.route import route
 from components.spec.autoscaling import RoleAutoscaling
+
+
+def cold_tier_target(endpoint: PlacedEndpoint, bucket: str) -> ColdTierTarget:
+    """Where the endpoint's cold tier writes: its own prefix of the region's bucket."""
+    return ColdTierTarget(
+        bucket=bucket,
+        region=endpoint.region,
+        prefix=naming.kv_prefix(endpoint.name),
+        staging_bytes=cold_tier_staging(endpoint),
+    )
 
 
 def mooncake_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None) -> dict[str, dict[str, Any]]:

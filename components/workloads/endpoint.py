@@ -11,9 +11,7 @@ import pulumi_kubernetes as k8s
 
 from components import naming
 from components.render.classic import PROGRESS_DEADLINE_SECONDS, classic_objects
-from components.render.kv_transfer import ColdTierTarget
-from components.render.mooncake import mooncake_objects
-from components.render.mooncake_roles import cold_tier_staging
+from components.render.mooncake import cold_tier_target, mooncake_objects
 from components.render.placement import PlacedEndpoint
 from components.render.route import address
 from components.spec.engine import EndpointRecord, EngineCapabilities
@@ -39,15 +37,6 @@ class InferenceEndpointArgs:
 
 ROLLING_KINDS = ("Deployment", "StatefulSet")
 STATIC_FIELDS = ("apiVersion", "kind", "metadata")
-
-
-def cold_tier_target(endpoint: PlacedEndpoint, bucket: str) -> ColdTierTarget:
-    return ColdTierTarget(
-        bucket=bucket,
-        region=endpoint.region,
-        prefix=naming.kv_prefix(endpoint.name),
-        staging_bytes=cold_tier_staging(endpoint),
-    )
 
 
 def rendered(endpoint: PlacedEndpoint, bucket: pulumi.Output[str] | None) -> dict[str, dict[str, Any]]:

@@ -155,3 +155,51 @@ def test_removing_an_endpoint_deletes_all_of_its_objects_and_nothing_else(
     assert {entry["action"] for entry in entries} == {"delete"}
     assert {entry["name"].split("-summarize")[0] for entry in entries} == set(PROD_REGIONS)
     assert len(entries) == 2 * 8  # per region: the component and its seven objects
+
+
+def test_a_topology_edit_changes_only_the_role_counts_and_the_proxys_peer_list(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited_with_fleetctl(tmp_path, "dev", "topology", "set", "chat-pd", "--prefill", "2", "--decode", "3")
+    capsys.readouterr()
+    entries = changes(capsys, base_plans["dev"], plan_directory(head, tmp_path / "plan"))
+    assert summary(entries) == [
+        ("update", DEPLOYMENT, "us-west-2-chat-pd-decode", "in place"),
+        ("update", DEPLOYMENT, "us-west-2-chat-pd-proxy", "rolling restart"),
+        ("update", "kubernetes:apps/v1:StatefulSet", "us-west-2-chat-pd-prefill", "in place"),
+    ]
+    by_name = {entry["name"]: entry for entry in entries}
+    assert paths(by_name["us-west-2-chat-pd-prefill"]) == {"spec.replicas"}
+    assert paths(by_name["us-west-2-chat-pd-decode"]) == {"spec.replicas"}
+    proxy_args = by_name["us-west-2-chat-pd-proxy"]["changes"]
+    assert {change["path"].split("[")[0] for change in proxy_args} == {"spec.template.spec.containers"}
+    assert "http://chat-pd-prefill-1.chat-pd-prefill.inference.svc:8000" in json.dumps(proxy_args)
+
+
+def test_a_store_edit_changes_the_config_and_rolls_exactly_the_pods_that_read_it(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = edited_with_fleetctl(tmp_path, "prod", "store", "configure", "chat", "--global-segment-size", "32GiB")
+    capsys.readouterr()
+    entries = changes(capsys, base_plans["prod"], plan_directory(head, tmp_path / "plan"))
+    assert summary(entries) == sorted(
+        [
+            *(
+                ("update", "kubernetes:core/v1:ConfigMap", f"{region}-chat-mooncake", "in place")
+                for region in PROD_REGIONS
+            ),
+            *(
+                ("update", "kubernetes:apps/v1:StatefulSet", f"{region}-chat-prefill", "rolling restart")
+                for region in PROD_REGIONS
+            ),
+            *(("update", DEPLOYMENT, f"{region}-chat-decode", "rolling restart") for region in PROD_REGIONS),
+        ]
+    )
+    config = next(entry for entry in entries if entry["name"] == "us-east-1-chat-mooncake")
+    assert config["changes"][0]["forces_replacement"] is False  # edited in place (enableConfigMapMutable)
+    decode = next(entry for entry in entries if entry["name"] == "us-east-1-chat-decode")
+    assert paths(decode) == {
+        "spec.template.metadata.annotations.inference-fleet/mooncake-config-sha256",
+        "spec.template.spec.containers[0].resources.limits.memory",
+        "spec.template.spec.containers[0].resources.requests.memory",
+    }

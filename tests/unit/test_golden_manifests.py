@@ -18,9 +18,11 @@ from ruamel.yaml import YAML
 
 from components.catalog import pins
 from components.render.classic import classic_objects, namespace, workload_service_account
+from components.render.mooncake import cold_tier_target, mooncake_objects
+from components.workloads.kube import KINDS
 from tests.unit.stack_builders import classic_endpoint, placed_endpoint, region, stack_config
 
-GOLDEN = Path(__file__).resolve().parent.parent / "golden" / "classic"
+GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 CLUSTER_VERSION = f"{pins().kubernetes.default_version}.0"
 
 PUBLIC = {
@@ -91,17 +93,79 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
 }
 
 
-def rendered(case: str) -> list[dict[str, Any]]:
-    overrides, region_overrides = CASES[case]
-    config = stack_config(
-        regions={"us-east-1": region(region_overrides)}, endpoints={"chat": classic_endpoint(overrides)}
-    )
+TCP = {"transfer": {"protocol": "tcp"}}
+SPLIT = {"topology": {"prefill": 2, "decode": 1}}
+COLD_REGION = {"cold_tier": {"enabled": True}}
+BUCKET = "inference-fleet-test-kv-123456789012-us-east-1"
+
+
+def on_p5(mooncake: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"node_group": "p5", "gpu_count": 8, "mooncake": mooncake, **fields}
+
+
+def on_gpu(mooncake: dict[str, Any], **fields: Any) -> dict[str, Any]:
+    return {"node_group": "gpu", "gpu_count": 2, "mooncake": {**TCP, **mooncake}, **fields}
+
+
+MOONCAKE_CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
+    "disaggregated-rdma": (on_p5({"mode": "disaggregated", **SPLIT}), None),
+    "disaggregated-tcp": (on_gpu({"mode": "disaggregated", "topology": {"prefill": 1, "decode": 1}}), None),
+    "store-rdma": (on_p5({"mode": "store"}), None),
+    "store-tcp-cold-tier": (on_gpu({"mode": "store", "store": {"cold_tier_enabled": True}}), COLD_REGION),
+    "both-rdma-cold-tier": (
+        on_p5(
+            {
+                "mode": "both",
+                **SPLIT,
+                "store": {"cold_tier_enabled": True},
+                "proxy": {"admin_api_key_secret": "chat-admin"},
+            }
+        ),
+        COLD_REGION,
+    ),
+    "both-tcp": (on_gpu({"mode": "both", "topology": {"prefill": 1, "decode": 1}, "store": {"offload": "none"}}), None),
+    "disaggregated-tcp-autoscaled-decode": (
+        on_gpu(
+            {
+                "mode": "disaggregated",
+                "topology": {"prefill": 1, "decode": 1},
+                "autoscaling": {"enabled": True, "decode": {"min_replicas": 1, "max_replicas": 2}},
+            }
+        ),
+        None,
+    ),
+    "both-rdma-autoscaled-prefill": (
+        on_p5(
+            {
+                "mode": "both",
+                "topology": {"prefill": 1, "decode": 1},
+                "autoscaling": {
+                    "enabled": True,
+                    "prefill": {"min_replicas": 1, "max_replicas": 2, "metrics": ["gpu:70"]},
+                },
+            }
+        ),
+        None,
+    ),
+    "both-tcp-stopped": (
+        on_gpu({"mode": "both", "topology": {"prefill": 1, "decode": 1}}, desired_state="stopped"),
+        None,
+    ),
+}
+GOLDEN_CASES = [("classic", case) for case in CASES] + [("mooncake", case) for case in MOONCAKE_CASES]
+
+
+def rendered(family: str, case: str) -> list[dict[str, Any]]:
+    overrides, region_overrides = (CASES if family == "classic" else MOONCAKE_CASES)[case]
+    endpoint_spec = classic_endpoint(overrides) if family == "classic" else overrides
+    config = stack_config(regions={"us-east-1": region(region_overrides)}, endpoints={"chat": endpoint_spec})
     endpoint = placed_endpoint(config)
-    return [
-        namespace(endpoint.namespace),
-        workload_service_account(endpoint.namespace),
-        *classic_objects(endpoint).values(),
-    ]
+    if family == "classic":
+        objects = classic_objects(endpoint)
+    else:
+        cold = endpoint.spec.mooncake is not None and endpoint.spec.mooncake.store.cold_tier_enabled
+        objects = mooncake_objects(endpoint, cold_tier_target(endpoint, BUCKET) if cold else None)
+    return [namespace(endpoint.namespace), workload_service_account(endpoint.namespace), *objects.values()]
 
 
 def as_yaml(documents: list[dict[str, Any]]) -> str:
@@ -113,18 +177,18 @@ def as_yaml(documents: list[dict[str, Any]]) -> str:
     return buffer.getvalue()
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_rendering_matches_its_golden_file(case: str) -> None:
-    path = GOLDEN / f"{case}.yaml"
-    text = as_yaml(rendered(case))
+@pytest.mark.parametrize(("family", "case"), GOLDEN_CASES)
+def test_rendering_matches_its_golden_file(family: str, case: str) -> None:
+    path = GOLDEN / family / f"{case}.yaml"
+    text = as_yaml(rendered(family, case))
     if os.environ.get("UPDATE_GOLDEN"):
         path.write_text(text)
     assert path.read_text() == text, f"{path} is stale: rerun with UPDATE_GOLDEN=1 and review the diff"
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_every_golden_document_is_valid_for_the_cluster_version(case: str) -> None:
-    documents = list(YAML(typ="safe", pure=True).load_all((GOLDEN / f"{case}.yaml").read_text()))
+@pytest.mark.parametrize(("family", "case"), GOLDEN_CASES)
+def test_every_golden_document_is_valid_for_the_cluster_version(family: str, case: str) -> None:
+    documents = list(YAML(typ="safe", pure=True).load_all((GOLDEN / family / f"{case}.yaml").read_text()))
     assert len(documents) >= 6
     for document in documents:
         kubernetes_validate.validate(document, CLUSTER_VERSION, strict=True)
@@ -132,7 +196,13 @@ def test_every_golden_document_is_valid_for_the_cluster_version(case: str) -> No
 
 def test_strict_validation_rejects_a_misspelt_field() -> None:
     """The schema check is real: a field Kubernetes does not know fails it."""
-    deployment = next(document for document in rendered("vllm") if document["kind"] == "Deployment")
+    deployment = next(document for document in rendered("classic", "vllm") if document["kind"] == "Deployment")
     deployment["spec"]["template"]["spec"]["containers"][0]["imagePullPolice"] = "Always"
     with pytest.raises(kubernetes_validate.ValidationError):
         kubernetes_validate.validate(deployment, CLUSTER_VERSION, strict=True)
+
+
+@pytest.mark.parametrize(("family", "case"), GOLDEN_CASES)
+def test_every_rendered_kind_has_a_typed_pulumi_resource(family: str, case: str) -> None:
+    for document in rendered(family, case):
+        assert (document["apiVersion"], document["kind"]) in KINDS

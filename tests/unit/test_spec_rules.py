@@ -351,6 +351,13 @@ PLACEMENT_REJECTS = [
         "in us-east-1 needs up to 40 GPUs (5 pods x 8) but regions.us-east-1.node_groups.p5 holds at most 32",
     ),
     case(
+        "rdma_pods_beyond_one_per_node",
+        mooncake_block({"topology": {"prefill": 3, "decode": 2}}),
+        "endpoints.chat",
+        "needs up to 5 GPUs (5 pods x 1) but regions.us-east-1.node_groups.p5 holds at most 4 (max_size 4 x 8 GPUs "
+        "per instance, one 1-GPU pod per node (each takes all of its EFA devices))",
+    ),
+    case(
         "capacity_type_no_node_of_the_group_has",
         with_classic({"capacity_type": "spot"}),
         "endpoints.chat.capacity_type",
@@ -727,6 +734,29 @@ MOONCAKE_REJECTS = [
         store_mode({"store": {"global_segment_size": "0"}}),
         "endpoints.chat.mooncake.store.global_segment_size",
         "must be greater than 0",
+    ),
+    case(
+        "admin_key_with_autoscaled_prefill",
+        mooncake_block(
+            {
+                "proxy": {"admin_api_key_secret": "chat-admin"},
+                "autoscaling": {"enabled": True, "prefill": {"max_replicas": 2}},
+            }
+        ),
+        "endpoints.chat.mooncake.proxy.admin_api_key_secret",
+        "autoscaled prefill uses vllm-router, which does not send the key",
+    ),
+    case(
+        "env_that_mooncake_roles_set",
+        with_mooncake({"env": {"PYTHONHASHSEED": "42"}}),
+        "endpoints.chat.env.PYTHONHASHSEED",
+        "is set by inference-fleet on Mooncake roles",
+    ),
+    case(
+        "kv_transfer_config_in_args",
+        with_mooncake({"args": ["--kv-transfer-config", "{}"]}),
+        "endpoints.chat.args[0]",
+        "'--kv-transfer-config' is rendered from mooncake",
     ),
     case(
         "store_size_in_si_units",
