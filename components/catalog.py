@@ -77,6 +77,7 @@ class VllmPins(_Data):
 class MooncakePins(_Data):
     global_segment_size: str
     local_buffer_size: str
+    offload_disk_size: str
 
 
 class ToolPins(_Data):

@@ -12,6 +12,7 @@ ROLE_ENV: dict[str, str] = {
     "VLLM_MOONCAKE_BOOTSTRAP_PORT": "mooncake.transfer.bootstrap_base_port",
     "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT": "mooncake.transfer.abort_request_timeout",
     "MOONCAKE_CONFIG_PATH": "mooncake.store (the mounted mooncake.json)",
+    "MOONCAKE_PREFERRED_SEGMENT": "mooncake.store.offload disk (the pod's own store-client)",
     "FI_PROVIDER": "mooncake.transfer.protocol rdma",
     "FI_EFA_USE_DEVICE_RDMA": "mooncake.transfer.protocol rdma",
     "FI_EFA_ENABLE_SHM_TRANSFER": "mooncake.transfer.protocol rdma",

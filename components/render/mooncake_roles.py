@@ -11,7 +11,16 @@ from components.render.classic import deployment, service
 from components.render.kube import metadata, quantity
 from components.render.kv_transfer import ColdTierTarget, MooncakeRole, as_argument, kv_transfer_config
 from components.render.mooncake_env import ADMIN_KEY_IN_SECRET
-from components.render.mooncake_store import CHECKSUM_ANNOTATION, CONFIG_DIR, CONFIG_PATH, config_checksum
+from components.render.mooncake_store import (
+    CHECKSUM_ANNOTATION,
+    CONFIG_DIR,
+    CONFIG_PATH,
+    REAL_CLIENT_PORT,
+    config_checksum,
+    offloads_to_disk,
+    ssd_volume,
+    store_client_container,
+)
 from components.render.placement import PlacedEndpoint
 from components.render.pods import PORT_NAME, pod_template
 from components.render.route import SERVICE_PORT
@@ -58,7 +67,9 @@ def role_memory(endpoint: PlacedEndpoint, role: MooncakeRole, cold: bool) -> int
     if mooncake_of(endpoint).store_enabled:
         assert store.global_segment_size is not None
         assert store.local_buffer_size is not None
-        memory += ranks * (int(store.global_segment_size) + int(store.local_buffer_size))
+        # With offload disk, the segments live in the store-client container instead.
+        segment = 0 if offloads_to_disk(endpoint) else int(store.global_segment_size)
+        memory += ranks * (segment + int(store.local_buffer_size))
     if cold and role != "decode":
         memory += cold_tier_staging(endpoint)
     return memory
@@ -76,6 +87,10 @@ def _env(endpoint: PlacedEndpoint, role: MooncakeRole) -> list[dict[str, Any]]:
         env.append({"name": "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "value": str(transfer.abort_request_timeout)})
     if mooncake.store_enabled:
         env.append({"name": "MOONCAKE_CONFIG_PATH", "value": CONFIG_PATH})
+        if offloads_to_disk(endpoint):
+            # Put into the pod's own store-client first (declared after VLLM_HOST_IP, which it uses).
+            segment_owner = f"$(VLLM_HOST_IP):{REAL_CLIENT_PORT}"
+            env.append({"name": "MOONCAKE_PREFERRED_SEGMENT", "value": segment_owner})
     if rdma(endpoint):
         env += [
             {"name": "FI_PROVIDER", "value": "efa"},
@@ -123,6 +138,9 @@ def role_template(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTierTa
         config_map = naming.mooncake_config_name(endpoint.name)
         pod["volumes"].append({"name": CONFIG_VOLUME, "configMap": {"name": config_map}})
         annotations[CHECKSUM_ANNOTATION] = config_checksum(endpoint)
+        if offloads_to_disk(endpoint):
+            pod["containers"].append(store_client_container(endpoint))
+            pod["volumes"].append(ssd_volume(endpoint))
     if role == "prefill" and prefill_autoscaled(endpoint):
         annotations[ROUTER_BOOTSTRAP_ANNOTATION] = str(mooncake.transfer.bootstrap_base_port)
     if annotations:

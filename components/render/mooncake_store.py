@@ -14,7 +14,7 @@ import json
 from typing import Any
 
 from components import naming
-from components.render.kube import metadata
+from components.render.kube import metadata, quantity
 from components.render.kv_transfer import MOONCAKE_PROTOCOLS
 from components.render.placement import PlacedEndpoint
 from components.render.pods import base_pod_spec, restricted
@@ -26,6 +26,9 @@ MASTER_METRICS_PORT = 9003
 CONFIG_FILE = "mooncake.json"
 CONFIG_DIR = "/etc/mooncake"
 CONFIG_PATH = f"{CONFIG_DIR}/{CONFIG_FILE}"
+REAL_CLIENT_PORT = 50052
+SSD_DIR = "/var/lib/mooncake/ssd"
+SSD_VOLUME = "mooncake-ssd"
 CHECKSUM_ANNOTATION = "inference-fleet/mooncake-config-sha256"
 """On each pod template that reads mooncake.json: a store edit rolls exactly those pods."""
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -43,6 +46,12 @@ def _store(endpoint: PlacedEndpoint) -> Store:
     return mooncake.store
 
 
+def offloads_to_disk(endpoint: PlacedEndpoint) -> bool:
+    """offload disk: the pool and its SSD tier belong to a mooncake_client beside each server
+    ("standalone-store"); the vLLM ranks contribute no memory of their own."""
+    return _store(endpoint).offload == "disk"
+
+
 def master_host(endpoint: PlacedEndpoint) -> str:
     return f"{naming.object_name(endpoint.name, 'store')}.{endpoint.namespace}.svc"
 
@@ -54,17 +63,18 @@ def mooncake_json(endpoint: PlacedEndpoint) -> dict[str, Any]:
     assert store.global_segment_size is not None
     assert store.local_buffer_size is not None
     host = master_host(endpoint)
+    disk = store.offload == "disk"
     return {
         "metadata_server": store.metadata_server or f"http://{host}:{METADATA_PORT}/metadata",
         "master_server_address": store.master_server_address or f"{host}:{MASTER_RPC_PORT}",
         # The store connector hands this to store.setup: on EFA it must be libfabric's "efa".
         "protocol": MOONCAKE_PROTOCOLS[store.protocol],
         "device_name": store.device_name,
-        "mode": "embedded",
+        "mode": "standalone-store" if disk else "embedded",
         # Integers: the reader parses "4GB"-style strings as binary units, digits as bytes.
-        "global_segment_size": int(store.global_segment_size),
+        "global_segment_size": 0 if disk else int(store.global_segment_size),
         "local_buffer_size": int(store.local_buffer_size),
-        "enable_offload": False,  # a JSON boolean: the reader's bool() takes "false" for true
+        "enable_offload": disk,  # a JSON boolean: the reader's bool() takes "false" for true
     }
 
 
@@ -87,8 +97,8 @@ def config_map(endpoint: PlacedEndpoint) -> dict[str, Any]:
     }
 
 
-def master_args() -> list[str]:
-    return [
+def master_args(endpoint: PlacedEndpoint) -> list[str]:
+    args = [
         f"--rpc_port={MASTER_RPC_PORT}",
         "--enable_http_metadata_server=true",
         f"--http_metadata_server_port={METADATA_PORT}",
@@ -96,6 +106,56 @@ def master_args() -> list[str]:
         f"--eviction_high_watermark_ratio={EVICTION_HIGH_WATERMARK}",
         f"--eviction_ratio={EVICTION_RATIO}",
     ]
+    if offloads_to_disk(endpoint):
+        args.append("--enable_offload=true")
+    return args
+
+
+def store_client_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    """offload disk: the mooncake_client that owns the pod's share of the pool (every rank's
+    segment) and its SSD tier, registered under the pod IP."""
+    store = _store(endpoint)
+    config = mooncake_json(endpoint)
+    assert store.global_segment_size is not None
+    assert store.offload_disk_size is not None
+    segment = max(endpoint.spec.gpu_count, 1) * int(store.global_segment_size)
+    args = [
+        "--host=$(POD_IP)",
+        f"--port={REAL_CLIENT_PORT}",
+        f"--global_segment_size={segment}",
+        f"--master_server_address={config['master_server_address']}",
+        f"--metadata_server={config['metadata_server']}",
+        f"--protocol={config['protocol']}",
+        "--enable_offload=true",
+    ]
+    if config["device_name"]:
+        args.append(f"--device_names={config['device_name']}")
+    amounts = {"cpu": "2", "memory": quantity(segment + 2**30)}
+    return {
+        "name": "store-client",
+        "image": endpoint.image,
+        "command": ["mooncake_client"],
+        "args": args,
+        "env": [
+            {"name": "POD_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            {"name": "MOONCAKE_OFFLOAD_FILE_STORAGE_PATH", "value": SSD_DIR},
+            # Stay inside the volume's size limit (the kubelet evicts a pod that exceeds it).
+            {
+                "name": "MOONCAKE_OFFLOAD_BUCKET_MAX_PHYSICAL_BYTES",
+                "value": str(int(store.offload_disk_size) * 9 // 10),
+            },
+        ],
+        "ports": [{"name": "store-client", "containerPort": REAL_CLIENT_PORT, "protocol": "TCP"}],
+        "resources": {"requests": dict(amounts), "limits": dict(amounts)},
+        "volumeMounts": [{"name": SSD_VOLUME, "mountPath": SSD_DIR}],
+        "securityContext": restricted(),
+    }
+
+
+def ssd_volume(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    size = _store(endpoint).offload_disk_size
+    assert size is not None
+    return {"name": SSD_VOLUME, "emptyDir": {"sizeLimit": quantity(size)}}
 
 
 def _tcp(port: str, period: int, failures: int) -> dict[str, Any]:
@@ -115,7 +175,7 @@ def master_stateful_set(endpoint: PlacedEndpoint, replicas: int) -> dict[str, An
             "name": "master",
             "image": endpoint.image,
             "command": ["mooncake_master"],
-            "args": master_args(),
+            "args": master_args(endpoint),
             "ports": [
                 {"name": "rpc", "containerPort": MASTER_RPC_PORT, "protocol": "TCP"},
                 {"name": "metadata", "containerPort": METADATA_PORT, "protocol": "TCP"},

@@ -17,7 +17,7 @@ from typing import Any
 from components import naming
 from components.render.kube import metadata
 from components.render.mooncake_roles import mooncake_of
-from components.render.mooncake_store import MASTER_RPC_PORT, METADATA_PORT
+from components.render.mooncake_store import MASTER_RPC_PORT, METADATA_PORT, REAL_CLIENT_PORT, offloads_to_disk
 from components.render.placement import PlacedEndpoint
 from components.render.proxy import PROXY_PORT
 
@@ -60,6 +60,9 @@ def network_policies(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
     mooncake = mooncake_of(endpoint)
     port = endpoint.spec.port
     policies: dict[str, dict[str, Any]] = {}
+    # offload disk: each pod's store-client serves the pool's segments of that pod.
+    disk = mooncake.store_enabled and offloads_to_disk(endpoint)
+    store_clients = [(REAL_CLIENT_PORT, REAL_CLIENT_PORT)] if disk else []
     if mooncake.split:
         roles: tuple[naming.Role, ...] = ("prefill", "decode")
         bootstrap = mooncake.transfer.bootstrap_base_port
@@ -71,14 +74,17 @@ def network_policies(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
             {"from": [{"podSelector": _pods(endpoint, "proxy")}], "ports": _ports((port, port), window)},
             {
                 "from": [{"podSelector": _pods(endpoint, *roles)}],
-                "ports": _ports(window, TRANSFER_ENGINE_PORTS, SIDE_CHANNEL_PORTS),
+                "ports": _ports(window, TRANSFER_ENGINE_PORTS, SIDE_CHANNEL_PORTS, *store_clients),
             },
         ]
     else:
         roles = ("server",)
         role_rules = [
             {"ports": _ports((port, port))},  # the route's backend
-            {"from": [{"podSelector": _pods(endpoint, *roles)}], "ports": _ports(TRANSFER_ENGINE_PORTS)},
+            {
+                "from": [{"podSelector": _pods(endpoint, *roles)}],
+                "ports": _ports(TRANSFER_ENGINE_PORTS, *store_clients),
+            },
         ]
     policies["policy-roles"] = _policy(endpoint, "roles", _pods(endpoint, *roles), role_rules)
     if mooncake.store_enabled:

@@ -54,7 +54,12 @@ class Store(SpecModel):
         None, description="Per-rank transfer buffer (byte size); defaults to config/pins.yaml."
     )
     offload: Literal["cpu", "disk", "none"] = Field(
-        "cpu", description="cpu keeps KV in DRAM only; disk adds an SSD tier; none disables offload."
+        "cpu",
+        description="cpu: the pool is the ranks' DRAM; disk: a mooncake_client beside each server owns the pool "
+        "and an SSD tier (tcp only); none: the DRAM pool, nothing beyond it.",
+    )
+    offload_disk_size: ByteSize | None = Field(
+        None, description="SSD tier per pod (byte size) for offload disk; defaults to config/pins.yaml (100 GiB)."
     )
     cold_tier_enabled: bool = Field(
         False, description="Write KV asynchronously to the region's cold-tier bucket; needs the store enabled."
@@ -139,6 +144,20 @@ class Mooncake(SpecModel):
             )
         if self.autoscaling.enabled and self.autoscaling.prefill is None and self.autoscaling.decode is None:
             raise fail("autoscaling_roles", "names no role: add prefill, decode or both", at="autoscaling")
+        if self.store.offload_disk_size is not None and self.store.offload != "disk":
+            raise fail(
+                "disk_size_unused",
+                "is only read with offload 'disk', got offload {offload!r}; remove it",
+                at="store.offload_disk_size",
+                offload=self.store.offload,
+            )
+        if self.store.offload == "disk" and (self.store.protocol or self.transfer.protocol) == "rdma":
+            raise fail(
+                "disk_offload_rdma",
+                "'disk' runs a mooncake_client beside each server, which cannot share the pod's EFA devices; "
+                "set store.protocol (or transfer.protocol) to tcp, or use offload cpu",
+                at="store.offload",
+            )
         store = self.store.model_copy(
             update={
                 "enabled": enabled,
@@ -146,6 +165,8 @@ class Mooncake(SpecModel):
                 "device_name": self.transfer.device_name if self.store.device_name is None else self.store.device_name,
                 "global_segment_size": self.store.global_segment_size or pins().mooncake.global_segment_size,
                 "local_buffer_size": self.store.local_buffer_size or pins().mooncake.local_buffer_size,
+                "offload_disk_size": self.store.offload_disk_size
+                or (pins().mooncake.offload_disk_size if self.store.offload == "disk" else None),
             }
         )
         if enabled:

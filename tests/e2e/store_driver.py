@@ -17,6 +17,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
 
 from tests.e2e import mooncake_reader
 
@@ -56,6 +57,7 @@ def exercise(config_path: Path, object_size: int) -> dict[str, object]:
     config = mooncake_reader.read(config_path)
     store = MooncakeDistributedStore()
     result: dict[str, object] = {
+        "mode": config.mode,
         "setup": store.setup(
             HOST_ADDRESS,  # vLLM registers the pod IP
             config.metadata_server,
@@ -64,7 +66,7 @@ def exercise(config_path: Path, object_size: int) -> dict[str, object]:
             config.protocol,
             config.device_name,
             config.master_server_address,
-        )
+        ),
     }
     blocks = {f"chat/layer0/block{index}": bytes([index]) * object_size for index in range(4)}
     result["put"] = [store.put(key, value) for key, value in blocks.items()]
@@ -78,22 +80,36 @@ def exercise(config_path: Path, object_size: int) -> dict[str, object]:
     return result
 
 
+def start(process: dict[str, Any], deadline: float) -> subprocess.Popen[bytes]:
+    """One rendered container: its command and args, its environment ($(POD_IP) is this host)."""
+    path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
+    env = {**os.environ, "PATH": path, **process["env"]}
+    argv = [arg.replace("$(POD_IP)", HOST_ADDRESS) for arg in process["argv"]]
+    popen = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    wait_for_port(process["port"], deadline)
+    return popen
+
+
 def main() -> None:
-    command, config_path, master_port, object_size, *hostnames = sys.argv[1:]
+    """argv: a JSON list of processes ({argv, env, port}) started in order, mooncake.json,
+    the KV object size, then the cluster names to resolve to this host."""
+    processes, config_path, object_size, *hostnames = sys.argv[1:]
     private_network(hostnames)
-    env = {**os.environ, "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"}
-    master = subprocess.Popen(json.loads(command), env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    started: list[subprocess.Popen[bytes]] = []
+    deadline = time.monotonic() + DEADLINE_SECONDS
     try:
-        wait_for_port(int(master_port), time.monotonic() + DEADLINE_SECONDS)
+        for process in json.loads(processes):
+            started.append(start(process, deadline))
         result = exercise(Path(config_path), int(object_size))
     finally:
-        master.terminate()
-        try:
-            master.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            master.kill()
-            master.wait()
-    result["master_exit"] = master.returncode
+        for popen in reversed(started):
+            popen.terminate()
+            try:
+                popen.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                popen.kill()
+                popen.wait()
+    result["exits"] = [popen.returncode for popen in started]
     print(json.dumps(result))
 
 

@@ -759,6 +759,18 @@ MOONCAKE_REJECTS = [
         "'--kv-transfer-config' is rendered from mooncake",
     ),
     case(
+        "disk_offload_over_rdma",
+        store_mode({"store": {"offload": "disk"}}),
+        "endpoints.chat.mooncake.store.offload",
+        "cannot share the pod's EFA devices",
+    ),
+    case(
+        "disk_size_without_disk_offload",
+        store_mode({"store": {"offload_disk_size": "100GiB"}}),
+        "endpoints.chat.mooncake.store.offload_disk_size",
+        "is only read with offload 'disk', got offload 'cpu'",
+    ),
+    case(
         "store_size_in_si_units",
         store_mode({"store": {"local_buffer_size": "4GB"}}),
         "endpoints.chat.mooncake.store.local_buffer_size",
