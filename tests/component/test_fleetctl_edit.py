@@ -171,7 +171,7 @@ ACCEPTED = {
             "--local-buffer-size",
             "007",
             "--offload",
-            "disk",
+            "none",
             "--no-cold-tier",
         ],
         [
@@ -181,7 +181,7 @@ ACCEPTED = {
             "-          cold_tier_enabled: true",
             '+          global_segment_size: "34359738368"',
             '+          local_buffer_size: "7"',
-            "+          offload: disk",
+            "+          offload: none",
             "+          cold_tier_enabled: false",
         ],
     ),
