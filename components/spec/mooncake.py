@@ -55,8 +55,8 @@ class Store(SpecModel):
     )
     offload: Literal["cpu", "disk", "none"] = Field(
         "cpu",
-        description="cpu: the pool is the ranks' DRAM; disk: a mooncake_client beside each server owns the pool "
-        "and an SSD tier (tcp only); none: the DRAM pool, nothing beyond it.",
+        description="cpu and none: the pool is the ranks' DRAM and nothing beyond it (the two render alike); "
+        "disk: a mooncake_client beside each server owns the pool and an SSD tier (tcp only).",
     )
     offload_disk_size: ByteSize | None = Field(
         None, description="SSD tier per pod (byte size) for offload disk; defaults to config/pins.yaml (100 GiB)."

@@ -7,14 +7,18 @@ import json
 from functools import cache
 from typing import Any
 
+import kubernetes_validate
 import pytest
+from ruamel.yaml import YAML
 
+from components.catalog import pins
 from components.spec.engine import EndpointRecord
 from fleetctl.plan import Plan, manifest_files, run_program
 from fleetctl.stackfile import read_stack_file, stack_path
 from tests.component.programs import by_type
 
 PREFIX = "urn:pulumi:prod::inference-fleet::"
+CLUSTER_VERSION = f"{pins().kubernetes.default_version}.0"
 
 
 @cache
@@ -126,7 +130,7 @@ def test_each_endpoint_and_region_exports_its_engine_record_with_the_routed_addr
     assert record.address == "http://us-west-2-assistant.offline.elb.amazonaws.com/inference/assistant"
     assert record.capabilities.context_length == 32768
     assert EndpointRecord.from_dict(record.to_dict()) == record
-    assert set(records) == {"assistant", "chat-pd"}
+    assert set(records) == {"assistant", "chat-pd", "kv-cache"}
 
 
 def test_the_plan_writes_the_rendered_manifests_per_region_and_namespace() -> None:
@@ -135,3 +139,25 @@ def test_the_plan_writes_the_rendered_manifests_per_region_and_namespace() -> No
         assert f"manifests/{region}/inference/Ingress-summarize.yaml" in files
         assert f"manifests/{region}/inference/Deployment-summarize-canary.yaml" in files
         assert f"manifests/{region}/_cluster/Namespace-inference.yaml" in files
+
+
+@pytest.mark.parametrize("stack", ["dev", "prod"])
+def test_every_manifest_of_the_example_stacks_is_valid_for_the_cluster_version(stack: str) -> None:
+    files = manifest_files(plan_of(stack))
+    assert len(files) > 10
+    for path, text in files.items():
+        document = YAML(typ="safe", pure=True).load(text)
+        try:
+            kubernetes_validate.validate(document, CLUSTER_VERSION, strict=True)
+        except kubernetes_validate.ValidationError as error:
+            raise AssertionError(f"{path}: {error}") from None
+
+
+def test_the_example_stacks_run_every_mooncake_mode() -> None:
+    store_configs = {
+        manifest["inputs"]["metadata"]["name"]
+        for stack in ("dev", "prod")
+        for manifest in by_type(plan_of(stack), "kubernetes:core/v1:ConfigMap")
+    }
+    assert store_configs == {"chat-mooncake", "kv-cache-mooncake"}  # both (prod) and store (dev) carry a store
+    assert named(plan_of("dev"), "kubernetes:apps/v1:StatefulSet", "us-west-2-chat-pd-prefill")  # disaggregated
