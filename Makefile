@@ -7,11 +7,9 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 STACK ?= dev
 
-.PHONY: plan validate test lint typecheck generate check clean
+.PHONY: plan validate test system-deps lint typecheck generate check clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
-	@# The Mooncake wheel's store client links Debian's libibverbs1 (end-to-end tests).
-	@ldconfig -p | grep -q 'libibverbs.so.1 ' || { apt-get update -q && apt-get install -y -q libibverbs1; }
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
@@ -23,8 +21,12 @@ validate: $(STAMP)
 plan: validate
 	$(BIN)/fleetctl plan --stack $(STACK)
 
-test: $(STAMP)
+test: $(STAMP) system-deps
 	$(BIN)/python -m pytest
+
+# The Mooncake wheel's store client links Debian's libibverbs1 (the end-to-end store tests).
+system-deps:
+	@ldconfig -p | grep -q 'libibverbs.so.1 ' || { apt-get update -q && apt-get install -y -q libibverbs1; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
