@@ -10,6 +10,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import naming
+from components.platform.identity import KvEndpoint
 from components.platform.regional import RegionalPlatform, RegionalPlatformArgs
 from components.render.placement import placed
 from components.spec import StackSpec
@@ -53,6 +54,7 @@ class Fleet(pulumi.ComponentResource):
                     spec=region_spec,
                     namespaces=namespaces_in(spec, region),
                     model_sources=model_sources_in(spec, region),
+                    kv_endpoints=kv_endpoints_in(spec, region),
                 ),
                 pulumi.ResourceOptions(parent=self, providers={"aws": args.aws_providers[region]}),
             )
@@ -91,6 +93,16 @@ class Fleet(pulumi.ComponentResource):
 
 def namespaces_in(spec: StackSpec, region: str) -> tuple[str, ...]:
     return tuple(sorted({spec.endpoints[placement.endpoint].namespace for placement in spec.placements_in(region)}))
+
+
+def kv_endpoints_in(spec: StackSpec, region: str) -> tuple[KvEndpoint, ...]:
+    """The region's endpoints that write its cold tier."""
+    found = []
+    for placement in spec.placements_in(region):
+        endpoint = spec.endpoints[placement.endpoint]
+        if endpoint.mooncake is not None and endpoint.mooncake.store.cold_tier_enabled:
+            found.append(KvEndpoint(placement.endpoint, endpoint.namespace, endpoint.model_source))
+    return tuple(found)
 
 
 def model_sources_in(spec: StackSpec, region: str) -> tuple[str, ...]:

@@ -121,6 +121,11 @@ def kv_prefix(endpoint: str) -> str:
     return f"{KV_PREFIX}/{endpoint}/"
 
 
+def kv_service_account(endpoint: str) -> str:
+    """The ServiceAccount of an endpoint that writes the cold tier, bound to its own IAM role."""
+    return f"{endpoint}-kv"
+
+
 WORKLOAD_SERVICE_ACCOUNT = "inference-workload"
 """The ServiceAccount inference pods run as, in each namespace; bound to the workload IAM role."""
 

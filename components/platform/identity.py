@@ -14,66 +14,110 @@ from components.platform.policies import pod_identity_trust, s3_location, worklo
 
 
 @dataclass(frozen=True)
+class KvEndpoint:
+    """An endpoint that writes the region's cold tier: its own role, for its own prefix."""
+
+    name: str
+    namespace: str
+    model_source: str | None
+
+
+@dataclass(frozen=True)
 class WorkloadIdentityArgs:
     region: str
     cluster_name: pulumi.Input[str]
     namespaces: tuple[str, ...]
     """Every namespace the region's endpoints use; each gets the binding of the workload service account."""
     cold_tier: ColdTier | None
-    """The region's cold tier, or None: then only the model sources are granted."""
+    """The region's cold tier, or None."""
     model_sources: tuple[str, ...]
     """s3:// URIs of the weights the region's endpoints sync; read-only."""
+    kv_endpoints: tuple[KvEndpoint, ...] = ()
+    """Endpoints of the region that write its cold tier (needs ``cold_tier``)."""
+
+
+def kv_policy(cold_tier: ColdTier, region: str, sources: tuple[str, ...], prefix: str) -> pulumi.Output[str]:
+    def document(arns: list[str]) -> str:
+        return json.dumps(workload_access(arns[0], arns[1], region, sources, kv_prefix=prefix))
+
+    return pulumi.Output.all(cold_tier.bucket_arn, cold_tier.kms_key_arn).apply(document)
 
 
 class WorkloadIdentity(pulumi.ComponentResource):
-    """One role for the region's inference pods, bound to ``inference-workload`` in each namespace.
+    """The IAM roles of the region's inference pods, through EKS Pod Identity.
 
-    The AWS provider comes from the parent. The role's access is least privilege: KV objects only
-    under ``mooncake-kv/`` (listing limited to it by condition), the cold tier's key only through
-    S3, and read-only model sources. With nothing to grant, the role has no policy at all.
+    One role bound to ``inference-workload`` in each namespace reads the model sources. Each
+    endpoint that writes the cold tier gets a role of its own, bound to its own ServiceAccount
+    (``<endpoint>-kv``): KV objects only under ``mooncake-kv/<endpoint>/`` (listing limited to it
+    by condition), the cold tier's key only through S3, and its own model source. The AWS
+    provider comes from the parent; with nothing to grant, a role has no policy at all.
     """
 
     role_arn: pulumi.Output[str]
+    kv_role_arns: dict[str, pulumi.Output[str]]
 
     def __init__(self, name: str, args: WorkloadIdentityArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:platform:WorkloadIdentity", name, None, opts)
         for uri in args.model_sources:
             s3_location(uri)  # refuse a bad source now, not inside the policy's apply
+        if args.kv_endpoints and args.cold_tier is None:
+            raise ValueError(f"endpoints write a cold tier that {args.region} does not have")
+        region = args.region
 
-        role = aws.iam.Role(
-            naming.platform_name(args.region, "workload"),
-            description=f"Inference pods in {args.region}, through EKS Pod Identity",
+        role = self._role(naming.platform_name(region, "workload"), f"Inference pods in {region}")
+        if args.model_sources:
+            self._policy(
+                naming.platform_name(region, "workload", "access"),
+                role,
+                json.dumps(workload_access(None, None, region, args.model_sources)),
+            )
+        for namespace in sorted(set(args.namespaces)):
+            self._bind(
+                naming.platform_name(region, "workload", namespace),
+                args,
+                namespace,
+                naming.WORKLOAD_SERVICE_ACCOUNT,
+                role,
+            )
+
+        self.kv_role_arns = {}
+        cold_tier = args.cold_tier
+        for endpoint in args.kv_endpoints:
+            assert cold_tier is not None
+            kv_role = self._role(naming.platform_name(region, "kv", endpoint.name), f"{endpoint.name} in {region}")
+            sources = (endpoint.model_source,) if endpoint.model_source else ()
+            prefix = naming.kv_prefix(endpoint.name)
+            self._policy(
+                naming.platform_name(region, "kv", endpoint.name),
+                kv_role,
+                kv_policy(cold_tier, region, sources, prefix),
+            )
+            account = naming.kv_service_account(endpoint.name)
+            self._bind(naming.platform_name(region, "kv", endpoint.name), args, endpoint.namespace, account, kv_role)
+            self.kv_role_arns[endpoint.name] = kv_role.arn
+
+        self.role_arn = role.arn
+        self.register_outputs({"role_arn": self.role_arn, "kv_role_arns": self.kv_role_arns})
+
+    def _role(self, name: str, description: str) -> aws.iam.Role:
+        return aws.iam.Role(
+            name,
+            description=f"{description}, through EKS Pod Identity",
             assume_role_policy=json.dumps(pod_identity_trust()),
             opts=pulumi.ResourceOptions(parent=self),
         )
 
-        cold_tier = args.cold_tier
-        policy: pulumi.Input[str] | None
-        if cold_tier is not None:
-            policy = pulumi.Output.all(cold_tier.bucket_arn, cold_tier.kms_key_arn).apply(
-                lambda arns: json.dumps(workload_access(arns[0], arns[1], args.region, args.model_sources))
-            )
-        elif args.model_sources:
-            policy = json.dumps(workload_access(None, None, args.region, args.model_sources))
-        else:
-            policy = None  # IAM refuses a policy without statements
-        if policy is not None:
-            aws.iam.RolePolicy(
-                naming.platform_name(args.region, "workload", "access"),
-                role=role.id,
-                policy=policy,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
+    def _policy(self, name: str, role: aws.iam.Role, policy: pulumi.Input[str]) -> None:
+        aws.iam.RolePolicy(name, role=role.id, policy=policy, opts=pulumi.ResourceOptions(parent=self))
 
-        for namespace in sorted(set(args.namespaces)):
-            aws.eks.PodIdentityAssociation(
-                naming.platform_name(args.region, "workload", namespace),
-                cluster_name=args.cluster_name,
-                namespace=namespace,
-                service_account=naming.WORKLOAD_SERVICE_ACCOUNT,
-                role_arn=role.arn,
-                opts=pulumi.ResourceOptions(parent=self),
-            )
-
-        self.role_arn = role.arn
-        self.register_outputs({"role_arn": self.role_arn})
+    def _bind(
+        self, name: str, args: WorkloadIdentityArgs, namespace: str, service_account: str, role: aws.iam.Role
+    ) -> None:
+        aws.eks.PodIdentityAssociation(
+            name,
+            cluster_name=args.cluster_name,
+            namespace=namespace,
+            service_account=service_account,
+            role_arn=role.arn,
+            opts=pulumi.ResourceOptions(parent=self),
+        )

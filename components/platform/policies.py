@@ -140,20 +140,20 @@ def _read_statements(locations: Iterable[S3Location], region: str) -> list[State
     return statements
 
 
-def _cold_tier_statements(bucket_arn: str, kms_key_arn: str, region: str) -> list[Statement]:
+def _cold_tier_statements(bucket_arn: str, kms_key_arn: str, region: str, kv_prefix: str) -> list[Statement]:
     return [
         {
             "Sid": "ListKvPrefix",
             "Effect": "Allow",
             "Action": "s3:ListBucket",
             "Resource": bucket_arn,
-            "Condition": {"StringLike": {"s3:prefix": [f"{KV_PREFIX}/*"]}},
+            "Condition": {"StringLike": {"s3:prefix": [f"{kv_prefix}*"]}},
         },
         {
             "Sid": "ReadWriteKvObjects",
             "Effect": "Allow",
             "Action": list(KV_OBJECT_ACTIONS),
-            "Resource": f"{bucket_arn}/{KV_PREFIX}/*",
+            "Resource": f"{bucket_arn}/{kv_prefix}*",
         },
         {
             # SSE-KMS: S3 asks KMS for data keys on the caller's behalf; only through S3 in this region.
@@ -167,17 +167,26 @@ def _cold_tier_statements(bucket_arn: str, kms_key_arn: str, region: str) -> lis
 
 
 def workload_access(
-    bucket_arn: str | None, kms_key_arn: str | None, region: str, model_sources: Sequence[str]
+    bucket_arn: str | None,
+    kms_key_arn: str | None,
+    region: str,
+    model_sources: Sequence[str],
+    kv_prefix: str | None = None,
 ) -> Document:
-    """Least privilege for inference pods: KV under ``mooncake-kv/`` of the cold tier, and read-only weights.
+    """Least privilege for inference pods: KV under one endpoint's ``kv_prefix`` of the cold
+    tier (``mooncake-kv/<endpoint>/``), and read-only weights.
 
-    ``bucket_arn`` and ``kms_key_arn`` are both None in a region without a cold tier; the model
+    ``bucket_arn`` and ``kms_key_arn`` are both None without cold-tier access; the model
     sources are granted either way. The document has no statement when there is nothing to grant.
     """
     if (bucket_arn is None) != (kms_key_arn is None):
         raise ValueError("the cold tier's bucket ARN and KMS key ARN go together: give both or neither")
+    if (bucket_arn is None) != (kv_prefix is None):
+        raise ValueError("cold-tier access is always to one endpoint's prefix: give kv_prefix with the bucket")
+    if kv_prefix is not None and not kv_prefix.startswith(f"{KV_PREFIX}/"):
+        raise ValueError(f"kv_prefix must lie under {KV_PREFIX}/, got {kv_prefix!r}")
     statements: list[Statement] = []
-    if bucket_arn is not None and kms_key_arn is not None:
-        statements.extend(_cold_tier_statements(bucket_arn, kms_key_arn, region))
+    if bucket_arn is not None and kms_key_arn is not None and kv_prefix is not None:
+        statements.extend(_cold_tier_statements(bucket_arn, kms_key_arn, region, kv_prefix))
     statements.extend(_read_statements((s3_location(uri) for uri in _unique(model_sources)), region))
     return _document(statements)

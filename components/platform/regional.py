@@ -12,7 +12,7 @@ from components.catalog import instance_catalog
 from components.platform.addons import ClusterAddons, ClusterAddonsArgs
 from components.platform.cluster import EksCluster, EksClusterArgs
 from components.platform.cold_tier import ColdTier, ColdTierArgs
-from components.platform.identity import WorkloadIdentity, WorkloadIdentityArgs
+from components.platform.identity import KvEndpoint, WorkloadIdentity, WorkloadIdentityArgs
 from components.platform.load_balancer import LoadBalancerController, LoadBalancerControllerArgs
 from components.platform.network import Network, NetworkArgs
 from components.platform.node_groups import EfaNodeGroup, GpuNodeGroup, NodeGroupArgs
@@ -28,6 +28,8 @@ class RegionalPlatformArgs:
     """Namespaces the region's endpoints run in; each gets the workload identity."""
     model_sources: tuple[str, ...]
     """s3:// URIs the region's endpoints load weights from."""
+    kv_endpoints: tuple[KvEndpoint, ...] = ()
+    """Endpoints of the region that write its cold tier, each with an IAM role of its own."""
 
 
 class RegionalPlatform(pulumi.ComponentResource):
@@ -126,6 +128,7 @@ class RegionalPlatform(pulumi.ComponentResource):
                 namespaces=args.namespaces,
                 cold_tier=self.cold_tier,
                 model_sources=args.model_sources,
+                kv_endpoints=args.kv_endpoints,
             ),
             child,
         )

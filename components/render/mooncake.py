@@ -7,6 +7,7 @@ from typing import Any
 from components import naming
 from components.render.autoscaling import horizontal_pod_autoscaler
 from components.render.classic import pod_disruption_budget
+from components.render.kube import metadata
 from components.render.kv_transfer import ColdTierTarget
 from components.render.mooncake_roles import (
     cold_tier_staging,
@@ -41,10 +42,22 @@ def cold_tier_target(endpoint: PlacedEndpoint, bucket: str) -> ColdTierTarget:
     )
 
 
+def kv_service_account(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    """The ServiceAccount the cold tier's writers run as (bound to the endpoint's IAM role)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata(naming.kv_service_account(endpoint.name), endpoint.namespace, endpoint.labels("store")),
+        "automountServiceAccountToken": False,
+    }
+
+
 def mooncake_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None) -> dict[str, dict[str, Any]]:
     mooncake = mooncake_of(endpoint)
     stopped = endpoint.spec.desired_state == "stopped"
     objects: dict[str, dict[str, Any]] = {}
+    if cold is not None:
+        objects["kv-account"] = kv_service_account(endpoint)
     if mooncake.store_enabled:
         objects["store-config"] = config_map(endpoint)
         objects["store-master"] = master_stateful_set(endpoint, replicas=0 if stopped else 1)

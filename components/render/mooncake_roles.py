@@ -112,6 +112,9 @@ def role_template(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTierTa
     mooncake = mooncake_of(endpoint)
     template = pod_template(endpoint, role, endpoint.image)
     pod = template["spec"]
+    if cold is not None:
+        # The endpoint's own identity: KV objects under its own prefix of the cold tier only.
+        pod["serviceAccountName"] = naming.kv_service_account(endpoint.name)
     container = pod["containers"][0]
     container["args"] = [
         *container["args"],

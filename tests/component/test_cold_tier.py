@@ -1,6 +1,7 @@
 """ColdTier and WorkloadIdentity under the recording mocks, inside a parent that carries each region's provider.
 
-Four regions of one program: us-east-1 (cold tier with defaults, 7-day expiry, two model sources),
+Four regions of one program: us-east-1 (cold tier with defaults, 7-day expiry, two model sources,
+endpoint chat writing the cold tier),
 eu-west-1 (cold tier neither protected nor retained), ap-south-1 (no cold tier, one model source)
 and ca-central-1 (nothing to grant).
 """
@@ -19,13 +20,13 @@ from tests.component.programs import by_type, run_snippet
 PROGRAM = """
 from components.naming import platform_name
 from components.platform.cold_tier import ColdTier, ColdTierArgs
-from components.platform.identity import WorkloadIdentity, WorkloadIdentityArgs
+from components.platform.identity import KvEndpoint, WorkloadIdentity, WorkloadIdentityArgs
 from components.spec.region import ColdTier as ColdTierSettings
 
 
 class Platform(pulumi.ComponentResource):
     # The shape of RegionalPlatform: the region's provider reaches the children through the parent.
-    def __init__(self, region, settings, namespaces, model_sources):
+    def __init__(self, region, settings, namespaces, model_sources, kv_endpoints=()):
         provider = aws.Provider(f"aws-{region}", region=region)
         opts = pulumi.ResourceOptions(providers={"aws": provider})
         super().__init__("inference-fleet:test:Platform", region, None, opts)
@@ -43,10 +44,12 @@ class Platform(pulumi.ComponentResource):
                 namespaces=namespaces,
                 cold_tier=cold_tier,
                 model_sources=model_sources,
+                kv_endpoints=kv_endpoints,
             ),
             child,
         )
         pulumi.export(f"{region}-role", identity.role_arn)
+        pulumi.export(f"{region}-kv-roles", identity.kv_role_arns)
 
 
 Platform(
@@ -54,6 +57,7 @@ Platform(
     ColdTierSettings(enabled=True, expiration_days=7),
     ("chat", "batch", "chat"),
     ("s3://weights/llama-3/", "s3://weights/mistral"),
+    (KvEndpoint("chat", "chat", "s3://weights/llama-3/"),),
 )
 Platform(
     "eu-west-1",
@@ -238,7 +242,7 @@ def test_every_aws_resource_is_a_child_of_its_component_on_the_regions_provider(
         for resource in plan.resources
         if resource["type"].startswith("aws:") and resource["name"].startswith(f"{region}-")
     ]
-    expected = {"us-east-1": 13, "eu-west-1": 12, "ap-south-1": 3, "ca-central-1": 2}[region]
+    expected = {"us-east-1": 16, "eu-west-1": 11, "ap-south-1": 3, "ca-central-1": 2}[region]
     assert len(resources) == expected
     for resource in resources:
         assert resource["parent"] in components, resource["urn"]
@@ -261,22 +265,38 @@ def test_the_workload_role_is_trusted_only_by_eks_pod_identity(plan: Plan) -> No
     assert plan.outputs["us-east-1-role"] == "arn:aws:iam:offline:123456789012:role/us-east-1-workload"
 
 
-def test_the_workload_policy_is_scoped_to_the_kv_prefix_the_key_and_the_model_sources(plan: Plan) -> None:
+def test_the_regions_workload_role_reads_the_model_sources_and_nothing_of_the_cold_tier(plan: Plan) -> None:
     policy = one(plan, "aws:iam/rolePolicy:RolePolicy", "us-east-1-workload-access")
     assert policy["inputs"]["role"] == "us-east-1-workload-id"
     by_sid = statements_by_sid(policy["inputs"]["policy"])
-    assert by_sid["ListKvPrefix"]["Resource"] == BUCKET_ARN
-    assert by_sid["ListKvPrefix"]["Condition"] == {"StringLike": {"s3:prefix": ["mooncake-kv/*"]}}
-    assert by_sid["ReadWriteKvObjects"]["Resource"] == f"{BUCKET_ARN}/mooncake-kv/*"
-    assert by_sid["UseColdTierKeyThroughS3"]["Resource"] == KEY_ARN
-    assert by_sid["UseColdTierKeyThroughS3"]["Condition"] == {
-        "StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"}
-    }
+    assert sorted(by_sid) == ["ListModelSource0", "ReadModelSources"]
     assert by_sid["ListModelSource0"]["Condition"] == {"StringLike": {"s3:prefix": ["llama-3/*", "mistral/*"]}}
     assert by_sid["ReadModelSources"]["Resource"] == [
         "arn:aws:s3:::weights/llama-3/*",
         "arn:aws:s3:::weights/mistral/*",
     ]
+
+
+def test_a_cold_tier_endpoint_has_its_own_role_scoped_to_its_own_prefix_the_key_and_its_source(plan: Plan) -> None:
+    policy = one(plan, "aws:iam/rolePolicy:RolePolicy", "us-east-1-kv-chat")
+    assert policy["inputs"]["role"] == "us-east-1-kv-chat-id"
+    by_sid = statements_by_sid(policy["inputs"]["policy"])
+    assert by_sid["ListKvPrefix"]["Resource"] == BUCKET_ARN
+    assert by_sid["ListKvPrefix"]["Condition"] == {"StringLike": {"s3:prefix": ["mooncake-kv/chat/*"]}}
+    assert by_sid["ReadWriteKvObjects"]["Resource"] == f"{BUCKET_ARN}/mooncake-kv/chat/*"
+    assert by_sid["UseColdTierKeyThroughS3"]["Resource"] == KEY_ARN
+    assert by_sid["UseColdTierKeyThroughS3"]["Condition"] == {
+        "StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"}
+    }
+    assert by_sid["ReadModelSources"]["Resource"] == ["arn:aws:s3:::weights/llama-3/*"]
+    (association,) = [
+        resource
+        for resource in by_type(plan, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+        if resource["name"] == "us-east-1-kv-chat"
+    ]
+    assert association["inputs"]["namespace"] == "chat"
+    assert association["inputs"]["serviceAccount"] == "chat-kv"
+    assert association["inputs"]["roleArn"] == plan.outputs["us-east-1-kv-roles"]["chat"]
 
 
 def test_no_object_action_is_granted_on_a_wildcard_resource(plan: Plan) -> None:
@@ -301,7 +321,11 @@ def test_with_nothing_to_grant_the_role_has_no_policy(plan: Plan) -> None:
 
 def test_each_namespace_binds_the_workload_service_account_to_the_role_once(plan: Plan) -> None:
     role = one(plan, "aws:iam/role:Role", "us-east-1-workload")
-    associations = in_region(plan, "aws:eks/podIdentityAssociation:PodIdentityAssociation", "us-east-1")
+    associations = [
+        association
+        for association in in_region(plan, "aws:eks/podIdentityAssociation:PodIdentityAssociation", "us-east-1")
+        if association["inputs"]["serviceAccount"] == "inference-workload"
+    ]
     assert [association["inputs"] for association in associations] == [
         {
             "clusterName": "inference-fleet-test-us-east-1",

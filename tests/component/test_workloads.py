@@ -59,6 +59,7 @@ def test_a_mooncake_endpoint_registers_roles_proxy_store_and_policies_in_each_re
     )
     assert children == sorted(
         [
+            ("kubernetes:core/v1:ServiceAccount", "us-east-1-chat-kv"),
             ("kubernetes:core/v1:ConfigMap", "us-east-1-chat-mooncake"),
             ("kubernetes:apps/v1:StatefulSet", "us-east-1-chat-store"),
             ("kubernetes:core/v1:Service", "us-east-1-chat-store"),

@@ -88,16 +88,22 @@ def test_only_eks_pod_identity_may_assume_the_workload_role_and_tag_its_session(
 
 # Workload access: the cold tier.
 
+KV = "mooncake-kv/chat/"
+
+
+def cold_tier_args(cold_tier: bool) -> tuple[str | None, str | None]:
+    return (BUCKET_ARN, KEY_ARN) if cold_tier else (None, None)
+
 
 def test_listing_the_cold_tier_is_limited_to_the_kv_prefix() -> None:
-    listing = statements(workload_access(BUCKET_ARN, KEY_ARN, REGION, ()))["ListKvPrefix"]
+    listing = statements(workload_access(BUCKET_ARN, KEY_ARN, REGION, (), kv_prefix=KV))["ListKvPrefix"]
     assert listing["Action"] == "s3:ListBucket"
     assert listing["Resource"] == BUCKET_ARN
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["mooncake-kv/*"]}}
+    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["mooncake-kv/chat/*"]}}
 
 
 def test_kv_objects_are_read_and_written_only_under_the_kv_prefix_and_never_deleted() -> None:
-    objects = statements(workload_access(BUCKET_ARN, KEY_ARN, REGION, ()))["ReadWriteKvObjects"]
+    objects = statements(workload_access(BUCKET_ARN, KEY_ARN, REGION, (), kv_prefix=KV))["ReadWriteKvObjects"]
     assert objects["Effect"] == "Allow"
     assert objects["Action"] == [
         "s3:AbortMultipartUpload",
@@ -105,11 +111,11 @@ def test_kv_objects_are_read_and_written_only_under_the_kv_prefix_and_never_dele
         "s3:ListMultipartUploadParts",
         "s3:PutObject",
     ]
-    assert objects["Resource"] == f"{BUCKET_ARN}/{KV_PREFIX}/*"
+    assert objects["Resource"] == f"{BUCKET_ARN}/{KV_PREFIX}/chat/*"
 
 
 def test_the_key_is_usable_only_through_s3_in_the_region() -> None:
-    kms = statements(workload_access(BUCKET_ARN, KEY_ARN, REGION, ()))["UseColdTierKeyThroughS3"]
+    kms = statements(workload_access(BUCKET_ARN, KEY_ARN, REGION, (), kv_prefix=KV))["UseColdTierKeyThroughS3"]
     assert kms["Action"] == ["kms:Decrypt", "kms:GenerateDataKey"]
     assert kms["Resource"] == KEY_ARN
     assert kms["Condition"] == {"StringEquals": {"kms:ViaService": "s3.eu-west-1.amazonaws.com"}}
@@ -122,11 +128,18 @@ def test_the_bucket_arn_and_the_key_arn_go_together() -> None:
         workload_access(None, KEY_ARN, REGION, SOURCES)
 
 
+def test_cold_tier_access_is_always_to_one_endpoints_prefix_under_the_kv_prefix() -> None:
+    with pytest.raises(ValueError, match="give kv_prefix with the bucket"):
+        workload_access(BUCKET_ARN, KEY_ARN, REGION, SOURCES)
+    with pytest.raises(ValueError, match="must lie under mooncake-kv/"):
+        workload_access(BUCKET_ARN, KEY_ARN, REGION, SOURCES, kv_prefix="")
+
+
 # Workload access: model sources.
 
 
 def test_model_sources_are_read_only_under_their_prefixes() -> None:
-    read = statements(workload_access(BUCKET_ARN, KEY_ARN, REGION, SOURCES))["ReadModelSources"]
+    read = statements(workload_access(BUCKET_ARN, KEY_ARN, REGION, SOURCES, kv_prefix=KV))["ReadModelSources"]
     assert read["Action"] == "s3:GetObject"
     assert read["Resource"] == [
         "arn:aws:s3:::other-weights/qwen/v2/*",
@@ -201,7 +214,7 @@ model_sources = st.lists(
 @fast
 @given(model_sources, st.booleans())
 def test_no_s3_object_action_is_granted_on_a_wildcard_resource(sources: list[str], cold_tier: bool) -> None:
-    document = workload_access(BUCKET_ARN if cold_tier else None, KEY_ARN if cold_tier else None, REGION, sources)
+    document = workload_access(*cold_tier_args(cold_tier), REGION, sources, kv_prefix=KV if cold_tier else None)
     for statement in document["Statement"]:
         if any(object_action(action) for action in as_list(statement["Action"])):
             for resource in as_list(statement["Resource"]):
@@ -214,7 +227,7 @@ def test_no_s3_object_action_is_granted_on_a_wildcard_resource(sources: list[str
 def test_bucket_listings_are_conditioned_on_a_prefix_unless_a_whole_bucket_is_a_source(
     sources: list[str], cold_tier: bool
 ) -> None:
-    document = workload_access(BUCKET_ARN if cold_tier else None, KEY_ARN if cold_tier else None, REGION, sources)
+    document = workload_access(*cold_tier_args(cold_tier), REGION, sources, kv_prefix=KV if cold_tier else None)
     whole_buckets = {s3_location(uri).bucket for uri in sources if not s3_location(uri).prefix}
     for statement in document["Statement"]:
         if statement["Action"] == "s3:ListBucket" and statement["Resource"].removeprefix("arn:aws:s3:::") not in (
@@ -228,14 +241,17 @@ def test_bucket_listings_are_conditioned_on_a_prefix_unless_a_whole_bucket_is_a_
 def test_the_policy_does_not_depend_on_the_order_or_repetition_of_sources(sources: list[str], random: Any) -> None:
     shuffled = sources + sources[:2]
     random.shuffle(shuffled)
-    original = json.dumps(workload_access(BUCKET_ARN, KEY_ARN, REGION, sources))
-    assert json.dumps(workload_access(BUCKET_ARN, KEY_ARN, REGION, shuffled)) == original
+    original = json.dumps(workload_access(BUCKET_ARN, KEY_ARN, REGION, sources, kv_prefix=KV))
+    assert json.dumps(workload_access(BUCKET_ARN, KEY_ARN, REGION, shuffled, kv_prefix=KV)) == original
 
 
 @fast
 @given(model_sources)
 def test_sids_are_unique_and_alphanumeric_as_iam_requires(sources: list[str]) -> None:
-    sids = [statement["Sid"] for statement in workload_access(BUCKET_ARN, KEY_ARN, REGION, sources)["Statement"]]
+    sids = [
+        statement["Sid"]
+        for statement in workload_access(BUCKET_ARN, KEY_ARN, REGION, sources, kv_prefix=KV)["Statement"]
+    ]
     assert len(sids) == len(set(sids))
     assert all(re.fullmatch(r"[A-Za-z0-9]+", sid) for sid in sids)
 
