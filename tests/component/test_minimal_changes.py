@@ -51,12 +51,19 @@ def edited_with_fleetctl(tmp_path: Path, stack: str, *argv: str) -> Path:
     return copy
 
 
+def planned_edit(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], stack: str, *argv: str
+) -> list[dict[str, Any]]:
+    """The resource changes of one fleetctl edit of an example stack, planned before and after."""
+    head = edited_with_fleetctl(tmp_path, stack, *argv)
+    capsys.readouterr()
+    return changes(capsys, base_plans[stack], plan_directory(head, tmp_path / "plan"))
+
+
 def test_scaling_changes_only_the_replica_count(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = edited_with_fleetctl(tmp_path, "dev", "scale", "assistant", "3")
-    capsys.readouterr()
-    (entry,) = changes(capsys, base_plans["dev"], plan_directory(head, tmp_path / "plan"))
+    (entry,) = planned_edit(base_plans, tmp_path, capsys, "dev", "scale", "assistant", "3")
     assert (entry["action"], entry["type"], entry["name"], entry["verdict"]) == (
         "update",
         DEPLOYMENT,
@@ -69,9 +76,9 @@ def test_scaling_changes_only_the_replica_count(
 def test_an_image_update_rolls_only_that_endpoints_workload(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = edited_with_fleetctl(tmp_path, "dev", "image", "set", "assistant", "vllm/vllm-openai:v0.34.0")
-    capsys.readouterr()
-    (entry,) = changes(capsys, base_plans["dev"], plan_directory(head, tmp_path / "plan"))
+    (entry,) = planned_edit(
+        base_plans, tmp_path, capsys, "dev", "image", "set", "assistant", "vllm/vllm-openai:v0.34.0"
+    )
     assert (entry["type"], entry["name"], entry["verdict"]) == (DEPLOYMENT, "us-west-2-assistant", "rolling restart")
     assert paths(entry) == {"spec.template.spec.containers[0].image"}
 
@@ -79,18 +86,14 @@ def test_an_image_update_rolls_only_that_endpoints_workload(
 def test_stopping_changes_only_the_replica_count_and_keeps_every_object(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = edited_with_fleetctl(tmp_path, "dev", "stop", "assistant")
-    capsys.readouterr()
-    (entry,) = changes(capsys, base_plans["dev"], plan_directory(head, tmp_path / "plan"))
+    (entry,) = planned_edit(base_plans, tmp_path, capsys, "dev", "stop", "assistant")
     assert entry["changes"] == [{"path": "spec.replicas", "old": 1, "new": 0, "forces_replacement": False}]
 
 
 def test_a_canary_weight_change_updates_only_the_routes(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = edited_with_fleetctl(tmp_path, "prod", "canary", "weight", "summarize", "25")
-    capsys.readouterr()
-    entries = changes(capsys, base_plans["prod"], plan_directory(head, tmp_path / "plan"))
+    entries = planned_edit(base_plans, tmp_path, capsys, "prod", "canary", "weight", "summarize", "25")
     assert summary(entries) == [("update", ROUTE, f"{region}-summarize", "traffic only") for region in PROD_REGIONS]
     for entry in entries:
         assert paths(entry) == {f"{ACTION}.forwardConfig.targetGroups[{index}].weight" for index in (0, 1)}
@@ -99,9 +102,7 @@ def test_a_canary_weight_change_updates_only_the_routes(
 def test_promote_changes_the_primary_image_deletes_the_canary_and_restores_the_route(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = edited_with_fleetctl(tmp_path, "prod", "canary", "promote", "summarize")
-    capsys.readouterr()
-    entries = changes(capsys, base_plans["prod"], plan_directory(head, tmp_path / "plan"))
+    entries = planned_edit(base_plans, tmp_path, capsys, "prod", "canary", "promote", "summarize")
     assert summary(entries) == sorted(
         [
             *(("update", DEPLOYMENT, f"{region}-summarize", "rolling restart") for region in PROD_REGIONS),
@@ -124,9 +125,7 @@ def test_promote_changes_the_primary_image_deletes_the_canary_and_restores_the_r
 def test_rollback_deletes_the_canary_and_restores_the_route_leaving_the_primary_alone(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = edited_with_fleetctl(tmp_path, "prod", "canary", "rollback", "summarize")
-    capsys.readouterr()
-    entries = changes(capsys, base_plans["prod"], plan_directory(head, tmp_path / "plan"))
+    entries = planned_edit(base_plans, tmp_path, capsys, "prod", "canary", "rollback", "summarize")
     assert summary(entries) == sorted(
         [
             *(("delete", DEPLOYMENT, f"{region}-summarize-canary", "delete") for region in PROD_REGIONS),
@@ -149,9 +148,7 @@ def test_adding_an_endpoint_only_creates(
 def test_removing_an_endpoint_deletes_all_of_its_objects_and_nothing_else(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = edited_with_fleetctl(tmp_path, "prod", "endpoint", "remove", "summarize")
-    capsys.readouterr()
-    entries = changes(capsys, base_plans["prod"], plan_directory(head, tmp_path / "plan"))
+    entries = planned_edit(base_plans, tmp_path, capsys, "prod", "endpoint", "remove", "summarize")
     assert {entry["action"] for entry in entries} == {"delete"}
     assert {entry["name"].split("-summarize")[0] for entry in entries} == set(PROD_REGIONS)
     assert len(entries) == 2 * 8  # per region: the component and its seven objects
@@ -160,9 +157,9 @@ def test_removing_an_endpoint_deletes_all_of_its_objects_and_nothing_else(
 def test_a_topology_edit_changes_only_the_role_counts_and_the_proxys_peer_list(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = edited_with_fleetctl(tmp_path, "dev", "topology", "set", "chat-pd", "--prefill", "2", "--decode", "3")
-    capsys.readouterr()
-    entries = changes(capsys, base_plans["dev"], plan_directory(head, tmp_path / "plan"))
+    entries = planned_edit(
+        base_plans, tmp_path, capsys, "dev", "topology", "set", "chat-pd", "--prefill", "2", "--decode", "3"
+    )
     assert summary(entries) == [
         ("update", DEPLOYMENT, "us-west-2-chat-pd-decode", "in place"),
         ("update", DEPLOYMENT, "us-west-2-chat-pd-proxy", "rolling restart"),
@@ -179,9 +176,9 @@ def test_a_topology_edit_changes_only_the_role_counts_and_the_proxys_peer_list(
 def test_a_store_edit_changes_the_config_and_rolls_exactly_the_pods_that_read_it(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    head = edited_with_fleetctl(tmp_path, "prod", "store", "configure", "chat", "--global-segment-size", "32GiB")
-    capsys.readouterr()
-    entries = changes(capsys, base_plans["prod"], plan_directory(head, tmp_path / "plan"))
+    entries = planned_edit(
+        base_plans, tmp_path, capsys, "prod", "store", "configure", "chat", "--global-segment-size", "32GiB"
+    )
     assert summary(entries) == sorted(
         [
             *(
