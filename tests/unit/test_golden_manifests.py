@@ -123,6 +123,11 @@ MOONCAKE_CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
         ),
         COLD_REGION,
     ),
+    "store-rdma-cold-tier": (on_p5({"mode": "store", "store": {"cold_tier_enabled": True}}), COLD_REGION),
+    "both-tcp-cold-tier": (
+        on_gpu({"mode": "both", "topology": {"prefill": 1, "decode": 1}, "store": {"cold_tier_enabled": True}}),
+        COLD_REGION,
+    ),
     "store-tcp-disk": (on_gpu({"mode": "store", "store": {"offload": "disk", "offload_disk_size": "200GiB"}}), None),
     "both-tcp": (on_gpu({"mode": "both", "topology": {"prefill": 1, "decode": 1}, "store": {"offload": "none"}}), None),
     "disaggregated-tcp-autoscaled-decode": (
