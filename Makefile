@@ -6,6 +6,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 STACK ?= dev
+# The CrossGuard pack's own virtualenv (its SDK needs protobuf 5, the program's SDKs protobuf 6).
+POLICY_VENV := policy/venv
+POLICY_STAMP := $(POLICY_VENV)/.installed
 
 .PHONY: plan validate test system-deps lint typecheck generate check clean
 
@@ -15,13 +18,18 @@ $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(STAMP)
 
+$(POLICY_STAMP): policy/requirements.txt policy/constraints.txt
+	$(PYTHON) -m venv $(POLICY_VENV)
+	$(POLICY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r policy/requirements.txt -c policy/constraints.txt
+	touch $(POLICY_STAMP)
+
 validate: $(STAMP)
 	$(BIN)/fleetctl validate --stack $(STACK)
 
 plan: validate
 	$(BIN)/fleetctl plan --stack $(STACK)
 
-test: $(STAMP) system-deps
+test: $(STAMP) system-deps $(POLICY_STAMP)
 	$(BIN)/python -m pytest
 
 # The Mooncake wheel's store client links Debian's libibverbs1 (the end-to-end store tests).

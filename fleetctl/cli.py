@@ -12,6 +12,7 @@ from components.spec.errors import Problem, ProblemsError
 from fleetctl import diff
 from fleetctl.edit import commands as edit_commands
 from fleetctl.plan import ProgramError, run_program, summary, write_plan
+from fleetctl.policy_check import check_plan, report
 from fleetctl.stackfile import (
     PROJECT_ROOT,
     StackFile,
@@ -37,6 +38,9 @@ def _parser() -> argparse.ArgumentParser:
     plan = commands.add_parser("plan", help="run the program offline under mocks and write the plan")
     _stack_arguments(plan)
     plan.add_argument("--out", metavar="DIR", type=Path, help="output directory (default: build/plan/<stack>)")
+    plan.add_argument(
+        "--policy", action="store_true", help="also check the plan against the policy pack's rules (policy/)"
+    )
     # Listed for --help only: `fleetctl diff` has its own parser (its exit codes differ).
     commands.add_parser("diff", help="compare two plans or stack files (see fleetctl diff --help)", add_help=False)
     edit_commands.add_commands(commands)
@@ -79,6 +83,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = arguments.out or PROJECT_ROOT / "build" / "plan" / stack_file.stack
     files = write_plan(plan, out)
     print(summary(plan, Path(display_path(out)), files))
+    if arguments.policy:
+        violations = check_plan(plan.resources)
+        if violations:
+            return _report(report(violations))
+        print("policy: every rule of policy/ holds")
     return 0
 
 
