@@ -30,7 +30,7 @@ def plan_of(stack: str) -> Plan:
 
 
 def resources_of(stack: str) -> list[dict[str, Any]]:
-    return copy.deepcopy(plan_of(stack).resources)
+    return [copy.deepcopy(entry) for entry in plan_of(stack).resources]
 
 
 def spoiled(stack: str, resource_type: str, spoil: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
