@@ -10,7 +10,7 @@ STACK ?= dev
 POLICY_VENV := policy/venv
 POLICY_STAMP := $(POLICY_VENV)/.installed
 
-.PHONY: plan validate test system-deps lint typecheck generate check clean
+.PHONY: install plan validate test system-deps lint typecheck generate check clean
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -22,6 +22,8 @@ $(POLICY_STAMP): policy/requirements.txt policy/constraints.txt
 	$(PYTHON) -m venv $(POLICY_VENV)
 	$(POLICY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r policy/requirements.txt -c policy/constraints.txt
 	touch $(POLICY_STAMP)
+
+install: $(STAMP) $(POLICY_STAMP)
 
 validate: $(STAMP)
 	$(BIN)/fleetctl validate --stack $(STACK)

@@ -1,0 +1,78 @@
+"""The pull-request workflow is valid YAML that uses only real, pinned actions and the
+project's own commands."""
+
+from __future__ import annotations
+
+import re
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ruamel.yaml import YAML
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOW = ROOT / ".github" / "workflows" / "pull-request.yml"
+
+# Each with the inputs this workflow may pass (from the action's action.yml).
+ACTIONS: dict[str, set[str]] = {
+    "actions/checkout@v4": {"fetch-depth"},
+    "actions/setup-python@v5": {"python-version"},
+    "actions/github-script@v7": {"script"},
+    "aws-actions/configure-aws-credentials@v4": {"role-to-assume", "aws-region"},
+    "pulumi/actions@v6": {"command", "stack-name", "diff", "comment-on-pr", "policyPacks"},
+}
+
+
+def workflow() -> dict[str, Any]:
+    document: dict[str, Any] = YAML(typ="safe", pure=True).load(WORKFLOW.read_text())
+    return document
+
+
+def steps() -> list[dict[str, Any]]:
+    return [step for job in workflow()["jobs"].values() for step in job["steps"]]
+
+
+def make_targets() -> set[str]:
+    return set(re.findall(r"^([a-z][a-z-]*):", (ROOT / "Makefile").read_text(), re.MULTILINE))
+
+
+def test_it_runs_on_pull_requests_with_read_only_contents_by_default() -> None:
+    document = workflow()
+    assert document["on"] == {"pull_request": {"branches": ["main"]}}
+    assert document["permissions"] == {"contents": "read"}
+    assert set(document["jobs"]) == {"test", "offline-plan-diff", "preview"}
+
+
+def test_every_action_is_a_known_release_given_only_inputs_it_takes() -> None:
+    for step in steps():
+        if "uses" in step:
+            assert step["uses"] in ACTIONS, step["uses"]
+            assert set(step.get("with", {})) <= ACTIONS[step["uses"]], step
+
+
+def test_every_command_is_one_of_the_projects_own() -> None:
+    targets = make_targets()
+    for step in steps():
+        script = step.get("run", "")
+        for target in re.findall(r"\bmake ([a-z][a-z-]*)", script):
+            assert target in targets, target
+        for command in re.findall(r"\.venv/bin/fleetctl (\w+)", script):
+            assert command in {"diff", "plan", "validate"}, command
+        if ".ci/run" in script:
+            assert (ROOT / ".ci" / "run").exists()
+
+
+def test_the_real_preview_runs_the_policy_pack_only_where_credentials_are_configured() -> None:
+    preview = workflow()["jobs"]["preview"]
+    assert "vars.AWS_ROLE_ARN" in preview["if"]
+    pulumi = next(step for step in preview["steps"] if step.get("uses", "").startswith("pulumi/actions"))
+    assert pulumi["with"]["policyPacks"] == "policy"
+    assert (ROOT / "policy" / "PulumiPolicy.yaml").exists()
+    assert pulumi["env"] == {"PULUMI_ACCESS_TOKEN": "${{ secrets.PULUMI_ACCESS_TOKEN }}"}
+
+
+def test_every_run_script_is_valid_bash() -> None:
+    for step in steps():
+        if "run" in step:
+            checked = subprocess.run(["bash", "-n"], input=step["run"], text=True, capture_output=True, check=False)
+            assert checked.returncode == 0, checked.stderr
