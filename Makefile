@@ -10,7 +10,7 @@ STACK ?= dev
 POLICY_VENV := policy/venv
 POLICY_STAMP := $(POLICY_VENV)/.installed
 
-.PHONY: install plan validate test system-deps lint typecheck generate check clean
+.PHONY: install plan validate test system-deps lint typecheck generate check clean bench
 
 $(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -49,6 +49,11 @@ generate: $(STAMP)
 	$(BIN)/python -m fleetctl.reference
 
 check: lint typecheck test
+
+# Time and peak memory of `fleetctl plan` against a bare-Pulumi floor; writes benchmarks/RESULTS.md.
+# Not part of `make test`; run it on a quiet machine (it takes a while).
+bench: $(STAMP)
+	$(BIN)/python -m benchmarks.run
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -8,7 +8,7 @@ from typing import Any
 
 from components import naming
 from components.render.autoscaling import horizontal_pod_autoscaler
-from components.render.kube import metadata
+from components.render.kube import endpoint_pods, metadata, network_policy, tcp_ports
 from components.render.placement import PlacedEndpoint
 from components.render.pods import PORT_NAME, STARTUP_FAILURE_THRESHOLD, STARTUP_PERIOD_SECONDS, pod_template
 from components.render.route import SERVICE_PORT, route
@@ -112,6 +112,14 @@ def classic_objects(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
         objects["canary-deployment"] = deployment(endpoint, "canary", spec.canary.replicas, canary)
         objects["canary-service"] = service(endpoint, "canary")
     objects["route"] = route(endpoint)
+    # Into the server and canary pods comes only the load balancer's traffic to the server port.
+    port = endpoint.spec.port
+    objects["network-policy"] = network_policy(
+        naming.object_name(endpoint.name, "server"),
+        endpoint,
+        endpoint_pods(endpoint, "server", "canary"),
+        [{"ports": tcp_ports((port, port))}],
+    )
     return objects
 
 

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from components.naming import Role
+    from components.render.placement import PlacedEndpoint
 
 _IEC_UNITS = (("Ti", 2**40), ("Gi", 2**30), ("Mi", 2**20), ("Ki", 2**10))
 
@@ -23,3 +27,30 @@ def metadata(name: str, namespace: str | None, labels: Mapping[str, str]) -> dic
         meta["namespace"] = namespace
     meta["labels"] = dict(labels)
     return meta
+
+
+# NetworkPolicy pieces.
+
+
+def endpoint_pods(endpoint: PlacedEndpoint, *roles: Role) -> dict[str, Any]:
+    """A selector of the endpoint's pods of ``roles``."""
+    return {
+        "matchLabels": {"app.kubernetes.io/name": endpoint.name},
+        "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": "In", "values": list(roles)}],
+    }
+
+
+def tcp_ports(*ranges: tuple[int, int]) -> list[dict[str, Any]]:
+    return [{"protocol": "TCP", "port": low, **({"endPort": high} if high != low else {})} for low, high in ranges]
+
+
+def network_policy(
+    name: str, endpoint: PlacedEndpoint, selector: dict[str, Any], rules: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """Only ``rules`` reach the pods of ``selector`` (ingress; egress stays open)."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": metadata(name, endpoint.namespace, endpoint.labels("network-policy")),
+        "spec": {"podSelector": selector, "policyTypes": ["Ingress"], "ingress": rules},
+    }

@@ -15,7 +15,7 @@ from __future__ import annotations
 from typing import Any
 
 from components import naming
-from components.render.kube import metadata
+from components.render.kube import endpoint_pods, network_policy, tcp_ports
 from components.render.mooncake_roles import mooncake_of
 from components.render.mooncake_store import MASTER_RPC_PORT, METADATA_PORT, REAL_CLIENT_PORT, offloads_to_disk
 from components.render.placement import PlacedEndpoint
@@ -29,31 +29,10 @@ SIDE_CHANNEL_PORTS = (49152, 65535)
 """pyzmq bind_to_random_port's default range, where vLLM's Mooncake side channel binds."""
 
 
-def _pods(endpoint: PlacedEndpoint, *roles: naming.Role) -> dict[str, Any]:
-    return {
-        "matchLabels": {"app.kubernetes.io/name": endpoint.name},
-        "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": "In", "values": list(roles)}],
-    }
-
-
-def _ports(*ranges: tuple[int, int]) -> list[dict[str, Any]]:
-    return [{"protocol": "TCP", "port": low, **({"endPort": high} if high != low else {})} for low, high in ranges]
-
-
 def _policy(
     endpoint: PlacedEndpoint, suffix: str, selector: dict[str, Any], rules: list[dict[str, Any]]
 ) -> dict[str, Any]:
-    name = f"{endpoint.name}-{suffix}"
-    return {
-        "apiVersion": "networking.k8s.io/v1",
-        "kind": "NetworkPolicy",
-        "metadata": metadata(
-            name,
-            endpoint.namespace,
-            {**naming.fleet_labels(), "app.kubernetes.io/name": endpoint.name, **endpoint.spec.labels},
-        ),
-        "spec": {"podSelector": selector, "policyTypes": ["Ingress"], "ingress": rules},
-    }
+    return network_policy(f"{endpoint.name}-{suffix}", endpoint, selector, rules)
 
 
 def network_policies(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
@@ -68,34 +47,34 @@ def network_policies(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
         bootstrap = mooncake.transfer.bootstrap_base_port
         window = (bootstrap, min(bootstrap + BOOTSTRAP_SPAN, 65535))
         policies["policy-proxy"] = _policy(
-            endpoint, "proxy", _pods(endpoint, "proxy"), [{"ports": _ports((PROXY_PORT, PROXY_PORT))}]
+            endpoint, "proxy", endpoint_pods(endpoint, "proxy"), [{"ports": tcp_ports((PROXY_PORT, PROXY_PORT))}]
         )
         role_rules = [
-            {"from": [{"podSelector": _pods(endpoint, "proxy")}], "ports": _ports((port, port), window)},
+            {"from": [{"podSelector": endpoint_pods(endpoint, "proxy")}], "ports": tcp_ports((port, port), window)},
             {
-                "from": [{"podSelector": _pods(endpoint, *roles)}],
-                "ports": _ports(window, TRANSFER_ENGINE_PORTS, SIDE_CHANNEL_PORTS, *store_clients),
+                "from": [{"podSelector": endpoint_pods(endpoint, *roles)}],
+                "ports": tcp_ports(window, TRANSFER_ENGINE_PORTS, SIDE_CHANNEL_PORTS, *store_clients),
             },
         ]
     else:
         roles = ("server",)
         role_rules = [
-            {"ports": _ports((port, port))},  # the route's backend
+            {"ports": tcp_ports((port, port))},  # the route's backend
             {
-                "from": [{"podSelector": _pods(endpoint, *roles)}],
-                "ports": _ports(TRANSFER_ENGINE_PORTS, *store_clients),
+                "from": [{"podSelector": endpoint_pods(endpoint, *roles)}],
+                "ports": tcp_ports(TRANSFER_ENGINE_PORTS, *store_clients),
             },
         ]
-    policies["policy-roles"] = _policy(endpoint, "roles", _pods(endpoint, *roles), role_rules)
+    policies["policy-roles"] = _policy(endpoint, "roles", endpoint_pods(endpoint, *roles), role_rules)
     if mooncake.store_enabled:
         policies["policy-store"] = _policy(
             endpoint,
             "store",
-            _pods(endpoint, "store"),
+            endpoint_pods(endpoint, "store"),
             [
                 {
-                    "from": [{"podSelector": _pods(endpoint, *roles)}],
-                    "ports": _ports((MASTER_RPC_PORT, MASTER_RPC_PORT), (METADATA_PORT, METADATA_PORT)),
+                    "from": [{"podSelector": endpoint_pods(endpoint, *roles)}],
+                    "ports": tcp_ports((MASTER_RPC_PORT, MASTER_RPC_PORT), (METADATA_PORT, METADATA_PORT)),
                 }
             ],
         )

@@ -35,6 +35,32 @@ def restricted() -> dict[str, Any]:
     return {"allowPrivilegeEscalation": False, "capabilities": {"drop": ["ALL"]}}
 
 
+NON_ROOT_ID = 65532
+TMP_VOLUME = "tmp"
+
+
+def locked_down() -> dict[str, Any]:
+    """For helpers that write nothing but /tmp (model sync, proxy): also a read-only root
+    filesystem and a non-root user. The servers and Mooncake's binaries cannot have these:
+    frameworks compile kernels into caches on the root filesystem at start, and Mooncake's
+    launchers make their bundled binary executable in place."""
+    return {
+        **restricted(),
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": NON_ROOT_ID,
+        "runAsGroup": NON_ROOT_ID,
+    }
+
+
+def tmp_volume() -> dict[str, Any]:
+    return {"name": TMP_VOLUME, "emptyDir": {"sizeLimit": "1Gi"}}
+
+
+def tmp_mount() -> dict[str, Any]:
+    return {"name": TMP_VOLUME, "mountPath": "/tmp"}
+
+
 def _http_get(path: str) -> dict[str, Any]:
     return {"httpGet": {"path": path, "port": PORT_NAME}}
 
@@ -113,10 +139,11 @@ def model_sync_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
         "name": "model-sync",
         "image": pins().tools.aws_cli,
         "args": ["s3", "sync", spec.model_source, spec.model_path, "--only-show-errors"],
-        "env": [{"name": "AWS_REGION", "value": endpoint.region}],
+        # HOME on the writable /tmp: the CLI keeps nothing else on disk.
+        "env": [{"name": "AWS_REGION", "value": endpoint.region}, {"name": "HOME", "value": "/tmp"}],
         "resources": {"requests": dict(amounts), "limits": dict(amounts)},
-        "volumeMounts": [{"name": WEIGHTS_VOLUME, "mountPath": spec.model_path}],
-        "securityContext": restricted(),
+        "volumeMounts": [{"name": WEIGHTS_VOLUME, "mountPath": spec.model_path}, tmp_mount()],
+        "securityContext": locked_down(),
     }
 
 
@@ -149,7 +176,7 @@ def pod_template(endpoint: PlacedEndpoint, role: naming.Role, image: str) -> dic
     ]
     pod = base_pod_spec(TERMINATION_GRACE_SECONDS)
     if spec.model_source is not None:
-        volumes.append({"name": WEIGHTS_VOLUME, "emptyDir": {}})
+        volumes += [{"name": WEIGHTS_VOLUME, "emptyDir": {}}, tmp_volume()]
         pod["initContainers"] = [model_sync_container(endpoint)]
     pod["containers"] = [server_container(endpoint, image)]
     pod["volumes"] = volumes

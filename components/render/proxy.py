@@ -20,7 +20,7 @@ from components.render.kube import metadata
 from components.render.mooncake_env import ADMIN_KEY_IN_SECRET
 from components.render.mooncake_roles import mooncake_of, prefill_autoscaled
 from components.render.placement import PlacedEndpoint
-from components.render.pods import PORT_NAME, base_pod_spec, restricted
+from components.render.pods import PORT_NAME, base_pod_spec, locked_down, tmp_mount, tmp_volume
 
 PROXY_PORT = 8000
 PROXY_HEALTH_PATH = "/v1/completions"
@@ -101,10 +101,12 @@ def proxy_deployment(endpoint: PlacedEndpoint) -> dict[str, Any]:
             "resources": {"requests": dict(amounts), "limits": dict(amounts)},
             "readinessProbe": {"tcpSocket": {"port": PORT_NAME}, "periodSeconds": 10},
             "livenessProbe": {"tcpSocket": {"port": PORT_NAME}, "periodSeconds": 15, "failureThreshold": 4},
-            "securityContext": restricted(),
+            "volumeMounts": [tmp_mount()],
+            "securityContext": locked_down(),
         }
     )
     pod = base_pod_spec(termination_grace_seconds=60)
+    pod["volumes"] = [tmp_volume()]
     if prefill_autoscaled(endpoint):
         pod["serviceAccountName"] = naming.object_name(endpoint.name, "proxy")
         pod["automountServiceAccountToken"] = True  # the router watches pods through the API

@@ -151,7 +151,7 @@ def test_removing_an_endpoint_deletes_all_of_its_objects_and_nothing_else(
     entries = planned_edit(base_plans, tmp_path, capsys, "prod", "endpoint", "remove", "summarize")
     assert {entry["action"] for entry in entries} == {"delete"}
     assert {entry["name"].split("-summarize")[0] for entry in entries} == set(PROD_REGIONS)
-    assert len(entries) == 2 * 8  # per region: the component and its seven objects
+    assert len(entries) == 2 * 9  # per region: the component and its eight objects
 
 
 def test_a_topology_edit_changes_only_the_role_counts_and_the_proxys_peer_list(

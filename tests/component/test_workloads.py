@@ -45,6 +45,7 @@ def test_a_classic_endpoint_with_autoscaling_and_canary_registers_its_objects_in
         ("kubernetes:core/v1:Service", f"{region}-summarize"),
         ("kubernetes:core/v1:Service", f"{region}-summarize-canary"),
         ("kubernetes:networking.k8s.io/v1:Ingress", f"{region}-summarize"),
+        ("kubernetes:networking.k8s.io/v1:NetworkPolicy", f"{region}-summarize"),
         ("kubernetes:policy/v1:PodDisruptionBudget", f"{region}-summarize"),
     ]
     provider = f"{PREFIX}inference-fleet:platform:EksCluster$pulumi:providers:kubernetes::{region}-kubernetes"

@@ -1,0 +1,672 @@
+"""Time and peak memory of ``fleetctl plan`` beside a bare-Pulumi floor; writes ``benchmarks/RESULTS.md``.
+
+``python -m benchmarks.run`` (``make bench``) measures N in (1, 10, 100, 400) endpoints
+across R in (1, 3) regions, each measurement three times in a fresh process, and
+takes the median. ``--quick`` measures N in (1, 10), R=1, once: a smoke check.
+
+Each measurement is one child process (``python -m benchmarks.run --child JOB``),
+so its peak RSS (``getrusage(RUSAGE_SELF).ru_maxrss``, read by the child at its
+end) belongs to that run alone:
+
+* ours: ``fleetctl.cli.main(["plan", "--stack-file", ..., "--out", ...])`` on a
+  generated stack, the real command (stack file read, validation, the program
+  under the recording mocks, plan.json and manifests written, summary built).
+* floor: a bare Pulumi program, written to a temp file and run by the same
+  ``run_program`` under the same mocks, that registers exactly as many resources
+  (as many components and custom resources as ours registered, parented round-robin
+  to the components) of trivial types with one small input; its plan is written
+  and summarised the same way.
+
+Before the clock starts, every child imports the same modules: the ones a plan run
+loads (found once by a discovery child), so the provider SDKs' import cost is in
+neither time, but in both peak RSS figures; it is reported on its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import itertools
+import json
+import os
+import platform
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib import metadata
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from benchmarks.stacks import MODES, STACK, Mode, mode_counts, stack_config, write_stack_file
+
+ROOT: Final = Path(__file__).resolve().parent.parent
+DEFAULT_OUT: Final = ROOT / "benchmarks" / "RESULTS.md"
+FULL_ENDPOINTS: Final = (1, 10, 100, 400)
+FULL_REGIONS: Final = (1, 3)
+QUICK_ENDPOINTS: Final = (1, 10)
+QUICK_REGIONS: Final = (1,)
+REPEATS: Final = 3
+MODE_ENDPOINTS: Final = (0, 1, 2, 3)
+"""Endpoint counts of the per-mode resource counts (one region)."""
+LINEAR_BAND: Final = (0.75, 1.33)
+"""A large-N per-resource slope within this factor of the small-N slope is called linear."""
+_PRELOAD_ROOTS: Final = ("pulumi", "pulumi_aws", "pulumi_awsx", "pulumi_eks", "pulumi_kubernetes", "components")
+_PRELOAD_ROOTS_ALSO: Final = ("fleetctl", "grpc", "google", "pydantic", "pydantic_core", "ruamel", "semver", "dill")
+
+T = TypeVar("T")
+
+
+# The child: one measurement per process.
+
+
+def _peak_kib() -> int:
+    return int(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)  # KiB on Linux
+
+
+def _preload(modules: Iterable[str]) -> None:
+    """Import ``modules`` in the order a plan run first imported them, each executed at once (the provider
+    SDKs register their subpackages as lazy modules; these ran in the plan run, so they run here)."""
+    for name in modules:
+        try:
+            # An attribute other than __name__, __path__ and the like runs a lazy module's code now: left lazy,
+            # it would run when a child's ``from . import x`` touches it, amid that child's own import.
+            getattr(importlib.import_module(name), "__benchmarks_load__", None)
+        except Exception:  # a module that cannot be imported on its own is loaded by its parent, or not needed
+            continue
+
+
+def _loaded_modules() -> list[str]:
+    """The modules of the plan's packages that ran, in the order they were first imported.
+
+    Modules the SDKs registered lazily and nothing touched are left out: running them out of
+    their natural order trips the SDKs' circular imports (pulumi_awsx.awsx before pulumi_awsx.ec2
+    leaves ``ec2`` without ``Vpc``).
+    """
+    roots = set(_PRELOAD_ROOTS) | set(_PRELOAD_ROOTS_ALSO)
+    return [
+        name
+        for name, module in list(sys.modules.items())
+        if name.split(".", 1)[0] in roots and type(module).__name__ != "_LazyModule"
+    ]
+
+
+def _timed(record: dict[str, float], key: str, function: Callable[..., T]) -> Callable[..., T]:
+    def wrapper(*args: Any, **kwargs: Any) -> T:
+        start = time.perf_counter()
+        try:
+            return function(*args, **kwargs)
+        finally:
+            record[key] = record.get(key, 0.0) + time.perf_counter() - start
+
+    return wrapper
+
+
+def _child_ours(job: dict[str, Any], out: Path) -> dict[str, Any]:
+    """``fleetctl plan`` on the job's stack file, with its program and write phases timed apart."""
+    import contextlib
+    import io
+
+    from fleetctl import cli
+    from fleetctl.plan import Plan, run_program, write_plan
+
+    phases: dict[str, float] = {}
+    plans: list[Plan] = []
+
+    def keep(plan: Plan) -> Plan:
+        plans.append(plan)
+        return plan
+
+    # The command's own module globals, wrapped: the command runs unchanged, its two phases timed.
+    commands = vars(cli)
+    commands["run_program"] = _timed(phases, "program", lambda *args, **kwargs: keep(run_program(*args, **kwargs)))
+    commands["write_plan"] = _timed(phases, "write", write_plan)
+    argv = ["plan", "--stack-file", str(job["stack_file"]), "--out", str(out)]
+    printed = io.StringIO()
+    start = time.perf_counter()
+    with contextlib.redirect_stdout(printed):
+        code = cli.main(argv)
+    total = time.perf_counter() - start
+    if code != 0 or not plans:
+        raise SystemExit(f"fleetctl plan failed (exit {code}) on {job['stack_file']}")
+    resources = plans[0].resources
+    return {
+        "total_s": total,
+        "program_s": phases["program"],
+        "write_s": phases["write"],
+        "resources": len(resources),
+        "custom": sum(1 for item in resources if item["custom"]),
+        "types": dict(Counter(str(item["type"]) for item in resources)),
+    }
+
+
+FLOOR_PROGRAM: Final = '''\
+"""The floor: {components} components and {customs} custom resources of trivial types, nothing else."""
+
+import pulumi
+
+
+class Group(pulumi.ComponentResource):
+    def __init__(self, name):
+        super().__init__("bench:index:Group", name, None)
+        self.register_outputs({{}})
+
+
+groups = [Group(f"group-{{index}}") for index in range({components})]
+for index in range({customs}):
+    parent = groups[index % len(groups)] if groups else None
+    pulumi.CustomResource(
+        "bench:index:Thing", f"thing-{{index}}", {{"index": index}}, opts=pulumi.ResourceOptions(parent=parent)
+    )
+'''
+
+
+def floor_program(components: int, customs: int) -> str:
+    """The floor's program text: ``components`` component resources and ``customs`` custom ones."""
+    return FLOOR_PROGRAM.format(components=components, customs=customs)
+
+
+def _child_floor(job: dict[str, Any], out: Path) -> dict[str, Any]:
+    """The floor program through ``run_program``, ``write_plan`` and ``summary``, as ``fleetctl plan`` does."""
+    from fleetctl.plan import run_program, summary, write_plan
+    from fleetctl.stackfile import StackFile
+
+    program = out.parent / "floor.py"
+    program.write_text(floor_program(int(job["components"]), int(job["customs"])))
+    stack_file = StackFile(path=out.parent / f"Pulumi.{STACK}.yaml", stack=STACK, project_config={}, engine_config={})
+    start = time.perf_counter()
+    plan = run_program(stack_file, program=program)
+    program_s = time.perf_counter() - start
+    files = write_plan(plan, out)
+    write_s = time.perf_counter() - start - program_s
+    summary(plan, out, files)
+    total = time.perf_counter() - start
+    return {
+        "total_s": total,
+        "program_s": program_s,
+        "write_s": write_s,
+        "resources": len(plan.resources),
+        "custom": sum(1 for item in plan.resources if item["custom"]),
+        "types": dict(Counter(str(item["type"]) for item in plan.resources)),
+    }
+
+
+def _child_discover(job: dict[str, Any], out: Path) -> dict[str, Any]:
+    result = _child_ours(job, out)
+    result["modules"] = _loaded_modules()
+    return result
+
+
+_CHILDREN: Final[dict[str, Callable[[dict[str, Any], Path], dict[str, Any]]]] = {
+    "ours": _child_ours,
+    "floor": _child_floor,
+    "discover": _child_discover,
+}
+
+
+def child(job_path: Path) -> None:
+    """Run one measurement and write its result next to the job (``<job>.result.json``)."""
+    start = time.perf_counter()
+    job = json.loads(job_path.read_text())
+    _preload(job.get("preload", []))
+    import_s = time.perf_counter() - start
+    baseline_kib = _peak_kib()
+    work = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
+    try:
+        result = _CHILDREN[job["kind"]](job, work / "plan")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result.update(import_s=import_s, baseline_kib=baseline_kib, peak_kib=_peak_kib())
+    job_path.with_suffix(".result.json").write_text(json.dumps(result))
+
+
+# The parent.
+
+
+@dataclass(frozen=True)
+class Run:
+    total_s: float
+    program_s: float
+    write_s: float
+    import_s: float
+    resources: int
+    custom: int
+    peak_mib: float
+    baseline_mib: float
+    types: dict[str, int]
+
+
+def _measure(job: dict[str, Any], scratch: Path) -> tuple[Run, dict[str, Any]]:
+    job_path = scratch / f"job-{time.monotonic_ns()}.json"
+    job_path.write_text(json.dumps(job))
+    completed = subprocess.run(
+        [sys.executable, "-m", "benchmarks.run", "--child", str(job_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    result_path = job_path.with_suffix(".result.json")
+    if completed.returncode != 0 or not result_path.exists():
+        raise SystemExit(f"benchmark child failed ({job['kind']}):\n{completed.stderr[-4000:]}")
+    data: dict[str, Any] = json.loads(result_path.read_text())
+    run = Run(
+        total_s=data["total_s"],
+        program_s=data["program_s"],
+        write_s=data["write_s"],
+        import_s=data["import_s"],
+        resources=data["resources"],
+        custom=data["custom"],
+        peak_mib=data["peak_kib"] / 1024,
+        baseline_mib=data["baseline_kib"] / 1024,
+        types=data["types"],
+    )
+    return run, data
+
+
+@dataclass(frozen=True)
+class Case:
+    endpoints: int
+    regions: int
+    ours: tuple[Run, ...]
+    floor: tuple[Run, ...]
+
+    @property
+    def resources(self) -> int:
+        return self.ours[0].resources
+
+    def median(self, side: str, field: str) -> float:
+        runs = self.ours if side == "ours" else self.floor
+        return float(statistics.median(float(getattr(run, field)) for run in runs))
+
+
+def _log(message: str) -> None:
+    print(message, file=sys.stderr, flush=True)
+
+
+def discover(scratch: Path) -> list[str]:
+    """The modules a plan run loads: a plan of one endpoint of each mode in one region."""
+    stack_file = write_stack_file(scratch / "discover" / f"Pulumi.{STACK}.yaml", stack_config(len(MODES), 1))
+    _, data = _measure({"kind": "discover", "stack_file": str(stack_file)}, scratch)
+    modules: list[str] = data["modules"]
+    return modules
+
+
+def measure_case(endpoints: int, regions: int, repeats: int, preload: list[str], scratch: Path) -> Case:
+    stack_file = write_stack_file(
+        scratch / f"n{endpoints}-r{regions}" / f"Pulumi.{STACK}.yaml", stack_config(endpoints, regions)
+    )
+    ours: list[Run] = []
+    floor: list[Run] = []
+    for repeat in range(repeats):
+        run, _ = _measure({"kind": "ours", "stack_file": str(stack_file), "preload": preload}, scratch)
+        if ours and run.resources != ours[0].resources:
+            raise SystemExit(f"N={endpoints} R={regions}: resource count changed between runs")
+        ours.append(run)
+        components = ours[0].resources - ours[0].custom - 1  # the stack itself is registered by run_program
+        floor_job = {"kind": "floor", "components": components, "customs": ours[0].custom, "preload": preload}
+        floor_run, _ = _measure(floor_job, scratch)
+        if floor_run.resources != ours[0].resources or floor_run.custom != ours[0].custom:
+            raise SystemExit(
+                f"N={endpoints} R={regions}: the floor registered {floor_run.resources} resources "
+                f"({floor_run.custom} custom), ours {ours[0].resources} ({ours[0].custom} custom)"
+            )
+        floor.append(floor_run)
+        _log(
+            f"  N={endpoints:>3} R={regions} run {repeat + 1}/{repeats}: {run.resources} resources, "
+            f"ours {run.total_s:.2f}s {run.peak_mib:.0f} MiB, "
+            f"floor {floor_run.total_s:.2f}s {floor_run.peak_mib:.0f} MiB"
+        )
+    return Case(endpoints=endpoints, regions=regions, ours=tuple(ours), floor=tuple(floor))
+
+
+@dataclass(frozen=True)
+class ModeCounts:
+    mode: Mode
+    resources: dict[int, int]
+    """endpoints -> registered resources (one region, every endpoint of ``mode``)."""
+    per_endpoint_types: dict[str, int]
+    """Resource types the second endpoint adds (resources at 2 minus at 1)."""
+    shared_types: dict[str, int]
+    """Resource types only the first endpoint adds (its own beyond ``per_endpoint_types``): what endpoints share."""
+
+
+def _difference(more: Counter[str], fewer: Counter[str]) -> dict[str, int]:
+    return {kind: more[kind] - fewer[kind] for kind in sorted(more | fewer) if more[kind] != fewer[kind]}
+
+
+def measure_modes(preload: list[str], scratch: Path) -> list[ModeCounts]:
+    """Resources with 0..3 endpoints of each mode, one region; one run each (counts are deterministic)."""
+    cache: dict[tuple[Mode, int], Run] = {}
+    results = []
+    for mode in MODES:
+        for count in MODE_ENDPOINTS:
+            key: tuple[Mode, int] = ("classic", 0) if count == 0 else (mode, count)
+            if key not in cache:
+                stack_file = write_stack_file(
+                    scratch / f"mode-{key[0]}-{count}" / f"Pulumi.{STACK}.yaml",
+                    stack_config(count, 1, mix=(key[0],)),
+                )
+                cache[key] = _measure({"kind": "ours", "stack_file": str(stack_file), "preload": preload}, scratch)[0]
+        none, one, two = (Counter(cache[key].types) for key in (("classic", 0), (mode, 1), (mode, 2)))
+        added = _difference(two, one)
+        shared = _difference(one - none, Counter(added))
+        results.append(
+            ModeCounts(
+                mode=mode,
+                resources={
+                    count: cache[("classic", 0) if count == 0 else (mode, count)].resources for count in MODE_ENDPOINTS
+                },
+                per_endpoint_types=added,
+                shared_types=shared,
+            )
+        )
+        _log(f"  mode {mode}: resources at {list(MODE_ENDPOINTS)} endpoints = {list(results[-1].resources.values())}")
+    return results
+
+
+# The report.
+
+
+def machine() -> list[str]:
+    cpu = "unknown"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    memory = "unknown"
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                memory = f"{int(line.split()[1]) / 1024 / 1024:.1f} GiB"
+                break
+    except OSError:
+        pass
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+    def version(package: str) -> str:
+        try:
+            return metadata.version(package)
+        except metadata.PackageNotFoundError:
+            return "not installed"
+
+    sdks = ", ".join(
+        f"{package} {version(package)}"
+        for package in ("pulumi-aws", "pulumi-awsx", "pulumi-eks", "pulumi-kubernetes", "pydantic")
+    )
+    return [
+        f"- CPU: {cpu}; {os.cpu_count()} logical cores ({usable} usable by this process)",
+        f"- Memory: {memory}",
+        f"- OS: {platform.platform()}",
+        f"- Python: {platform.python_implementation()} {platform.python_version()}",
+        f"- Pulumi SDK: pulumi {version('pulumi')}; {sdks}",
+    ]
+
+
+def _fit(points: Sequence[tuple[float, float]]) -> tuple[float, float, float]:
+    """Least squares y = a + b*x: (a, b, r squared)."""
+    count = len(points)
+    mean_x = sum(x for x, _ in points) / count
+    mean_y = sum(y for _, y in points) / count
+    sxx = sum((x - mean_x) ** 2 for x, _ in points)
+    sxy = sum((x - mean_x) * (y - mean_y) for x, y in points)
+    syy = sum((y - mean_y) ** 2 for _, y in points)
+    slope = sxy / sxx if sxx else 0.0
+    intercept = mean_y - slope * mean_x
+    r2 = (sxy * sxy) / (sxx * syy) if sxx and syy else 1.0
+    return intercept, slope, r2
+
+
+def _ratio(ours: float, floor: float) -> str:
+    return f"{ours / floor:.2f}" if floor > 0 else "n/a"
+
+
+def _verdict(small: float, large: float) -> str:
+    if small <= 0:
+        return "cannot tell (no growth at small N)"
+    factor = large / small
+    if LINEAR_BAND[0] <= factor <= LINEAR_BAND[1]:
+        return f"linear (large-N slope {factor:.2f}x the small-N slope)"
+    if factor > LINEAR_BAND[1]:
+        return f"super-linear (large-N slope {factor:.2f}x the small-N slope)"
+    return f"sub-linear (large-N slope {factor:.2f}x the small-N slope)"
+
+
+def growth(cases: Sequence[Case], side: str, field: str) -> list[str]:
+    """Per region count: the least-squares fit against resources and the per-resource slope between successive N."""
+    lines = []
+    time_field = field == "total_s"
+    scale, unit, base_unit = (1000.0, "ms", "s") if time_field else (1024.0, "KiB", "MiB")
+    for regions in sorted({case.regions for case in cases}):
+        row = sorted((case for case in cases if case.regions == regions), key=lambda case: case.endpoints)
+        points = [(float(case.resources), case.median(side, field)) for case in row]
+        if len(points) < 2:
+            continue
+        intercept, slope, r2 = _fit(points)
+        steps = [
+            (row[index].endpoints, row[index + 1].endpoints, (y2 - y1) / (x2 - x1) * scale if x2 != x1 else 0.0)
+            for index, ((x1, y1), (x2, y2)) in enumerate(itertools.pairwise(points))
+        ]
+        described = "; ".join(f"N {a}->{b}: {value:.2f} {unit}/resource" for a, b, value in steps)
+        fit = f"{intercept:.2f} {base_unit} + {slope * scale:.2f} {unit}/resource (r^2 {r2:.3f})"
+        verdict = _verdict(steps[0][2], steps[-1][2]) if len(steps) > 1 else "one step: too few points to judge"
+        lines.append(f"R={regions}: fit {fit}; successive slopes: {described}; {verdict}")
+    return lines
+
+
+def report(
+    cases: Sequence[Case], modes: Sequence[ModeCounts], *, quick: bool, repeats: int, started: datetime, load: str
+) -> str:
+    lines = [
+        "# Benchmarks: `fleetctl plan` against a bare-Pulumi floor",
+        "",
+        f"Generated by `python -m benchmarks.run{' --quick' if quick else ''}` (`make bench`) on "
+        f"{started.strftime('%Y-%m-%d %H:%M UTC')}. {'QUICK SMOKE RUN: not a result. ' if quick else ''}"
+        f"Each figure is the median of {repeats} run(s), each in a fresh process.",
+        "",
+        "## Machine",
+        "",
+        *machine(),
+        f"- Load average (1, 5, 15 min) at start / end: {load}",
+        "",
+        "## What is measured",
+        "",
+        "- **Stacks** (`benchmarks/stacks.py`): N endpoints across R regions (us-east-1, us-west-2, eu-west-1), "
+        "each region a `system` group and one `gpu` group (g6e.12xlarge, no EFA); endpoint modes dealt "
+        "round-robin from classic, Mooncake disaggregated (1P1D, tcp), store (tcp), both (1P1D, tcp), one GPU "
+        "per pod. Every endpoint is placed in every region.",
+        "- **Ours**: `fleetctl plan --stack-file <generated> --out <tmp>` called in-process "
+        "(`fleetctl.cli.main`): stack file read, validation, `__main__.py` under the recording mocks, plan.json "
+        "and manifests written, summary built. *program* is `run_program` alone, *write* is `write_plan`.",
+        "- **Floor**: a bare Pulumi program (no spec, no rendering) run by the same `run_program` under the same "
+        "mocks, registering exactly as many resources as ours did: as many `bench:index:Group` component "
+        "resources as ours registered components (remote ones included) and as many `bench:index:Thing` custom "
+        "resources (input `{index: i}`) as ours registered custom ones (providers included), parented "
+        "round-robin to the groups; then `write_plan` and `summary` as ours.",
+        "- **Time**: wall time of the above (`time.perf_counter`), after imports. Both sides first import the "
+        "same modules (those a plan run loads, found by a discovery run), so the provider SDKs' import cost "
+        "(*import* below) is in neither time.",
+        "- **Peak RSS**: `getrusage(RUSAGE_SELF).ru_maxrss` of the child at its end; it includes the imported "
+        "modules (*baseline*, the RSS after the imports) on both sides.",
+        "",
+        "## Time and peak memory",
+        "",
+        "| N endpoints | R regions | resources | ours s | floor s | ratio | ours peak MiB | floor peak MiB | ratio |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for case in cases:
+        ours_t, floor_t = case.median("ours", "total_s"), case.median("floor", "total_s")
+        ours_m, floor_m = case.median("ours", "peak_mib"), case.median("floor", "peak_mib")
+        lines.append(
+            f"| {case.endpoints} | {case.regions} | {case.resources} | {ours_t:.2f} | {floor_t:.2f} | "
+            f"{_ratio(ours_t, floor_t)} | {ours_m:.0f} | {floor_m:.0f} | {_ratio(ours_m, floor_m)} |"
+        )
+    lines += [
+        "",
+        "### Where the time goes",
+        "",
+        "Medians in seconds. *other* is ours minus program and write (reading, validation, summary). "
+        "*above baseline* is peak RSS minus the RSS after imports: what the run itself added.",
+        "",
+        "| N | R | ours program | ours write | ours other | floor program | floor write | program ratio "
+        "| ours ms/resource | floor ms/resource | ours above baseline MiB | floor above baseline MiB | import s "
+        "| baseline MiB |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+    ]
+    for case in cases:
+        ours_p, ours_w = case.median("ours", "program_s"), case.median("ours", "write_s")
+        ours_t = case.median("ours", "total_s")
+        floor_p, floor_w = case.median("floor", "program_s"), case.median("floor", "write_s")
+        floor_t = case.median("floor", "total_s")
+        above_ours = statistics.median(run.peak_mib - run.baseline_mib for run in case.ours)
+        above_floor = statistics.median(run.peak_mib - run.baseline_mib for run in case.floor)
+        lines.append(
+            f"| {case.endpoints} | {case.regions} | {ours_p:.2f} | {ours_w:.2f} | {ours_t - ours_p - ours_w:.2f} "
+            f"| {floor_p:.2f} | {floor_w:.2f} | {_ratio(ours_p, floor_p)} "
+            f"| {ours_t / case.resources * 1000:.2f} | {floor_t / case.resources * 1000:.2f} "
+            f"| {above_ours:.0f} | {above_floor:.0f} | {case.median('ours', 'import_s'):.2f} "
+            f"| {case.median('ours', 'baseline_mib'):.0f} |"
+        )
+    lines += [
+        "",
+        "## Resources per endpoint, by mode (one region)",
+        "",
+        "Stacks of 0, 1, 2 and 3 endpoints all of one mode in one region (the 0-endpoint stack is the region "
+        "alone). *first* = resources(1) - resources(0): the first endpoint, with what endpoints of a region share. "
+        "*each further* = resources(2) - resources(1), the cost per endpoint, checked equal to "
+        "resources(3) - resources(2). The types are the differences of the plans' type counts. "
+        "With R regions an endpoint is placed in each, so it costs R times as many.",
+        "",
+        "| mode | resources at 0 / 1 / 2 / 3 | first | each further | linear in k | what each further endpoint adds "
+        "| what the first adds besides |",
+        "|---|---|---:|---:|---|---|---|",
+    ]
+    for counts in modes:
+        values = counts.resources
+        first = values[1] - values[0]
+        further = values[2] - values[1]
+        linear = "yes" if values[3] - values[2] == further else f"no ({values[3] - values[2]} for the third)"
+        added = ", ".join(f"{count} {kind}" for kind, count in counts.per_endpoint_types.items())
+        shared = ", ".join(f"{count} {kind}" for kind, count in counts.shared_types.items()) or "nothing"
+        lines.append(
+            f"| {counts.mode} | {' / '.join(str(values[k]) for k in MODE_ENDPOINTS)} | {first} | {further} "
+            f"| {linear} | {added} | {shared} |"
+        )
+    mix_note = ", ".join(
+        f"N={n}: " + " ".join(f"{count} {mode}" for mode, count in mode_counts(n).items() if count)
+        for n in sorted({case.endpoints for case in cases})
+    )
+    lines += [
+        "",
+        f"The mixed stacks above deal modes round-robin: {mix_note}.",
+        "",
+        "## How cost grows",
+        "",
+        "Least-squares fit of median time against resources per region count, and the per-resource slope "
+        "between successive N (cost is linear when the slope stays flat as N grows; "
+        f"called linear within {LINEAR_BAND[0]}x-{LINEAR_BAND[1]}x of the first step's slope).",
+        "",
+        "Time, ours:",
+        "",
+        *(f"- {line}" for line in growth(cases, "ours", "total_s")),
+        "",
+        "Time, floor:",
+        "",
+        *(f"- {line}" for line in growth(cases, "floor", "total_s")),
+        "",
+        "Peak RSS, ours:",
+        "",
+        *(f"- {line}" for line in growth(cases, "ours", "peak_mib")),
+        "",
+        "Peak RSS, floor:",
+        "",
+        *(f"- {line}" for line in growth(cases, "floor", "peak_mib")),
+        "",
+        *summary_paragraph(cases),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def summary_paragraph(cases: Sequence[Case]) -> list[str]:
+    """A short reading of the numbers, written from them."""
+    if not cases:
+        return []
+    largest = max(cases, key=lambda case: case.resources)
+    smallest = min(cases, key=lambda case: case.resources)
+    sentences = [
+        f"From {smallest.resources} to {largest.resources} resources, `fleetctl plan` took "
+        f"{smallest.median('ours', 'total_s'):.2f}s to {largest.median('ours', 'total_s'):.2f}s "
+        f"({_ratio(smallest.median('ours', 'total_s'), smallest.median('floor', 'total_s'))}x to "
+        f"{_ratio(largest.median('ours', 'total_s'), largest.median('floor', 'total_s'))}x the floor) and peaked at "
+        f"{smallest.median('ours', 'peak_mib'):.0f} to {largest.median('ours', 'peak_mib'):.0f} MiB "
+        f"({_ratio(smallest.median('ours', 'peak_mib'), smallest.median('floor', 'peak_mib'))}x to "
+        f"{_ratio(largest.median('ours', 'peak_mib'), largest.median('floor', 'peak_mib'))}x)."
+    ]
+    for regions in sorted({case.regions for case in cases}):
+        row = sorted((case for case in cases if case.regions == regions), key=lambda case: case.endpoints)
+        if len(row) < 3:
+            continue
+        for side in ("ours", "floor"):
+            small = _slope(row[0], row[1], side)
+            large = _slope(row[-2], row[-1], side)
+            sentences.append(
+                f"R={regions}, {side}: {small * 1000:.2f} ms per added resource from N={row[0].endpoints} to "
+                f"{row[1].endpoints}, {large * 1000:.2f} ms from N={row[-2].endpoints} to {row[-1].endpoints}: "
+                f"{_verdict(small, large)}."
+            )
+    if all(sum(1 for case in cases if case.regions == regions) < 3 for regions in {case.regions for case in cases}):
+        sentences.append("Too few endpoint counts in this run to judge the growth (a quick run measures two).")
+    return [" ".join(sentences)]
+
+
+def _slope(first: Case, second: Case, side: str) -> float:
+    span = second.resources - first.resources
+    return (second.median(side, "total_s") - first.median(side, "total_s")) / span if span else 0.0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.run", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="N in (1, 10), R=1, one run each: a smoke check")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help=f"report path (default: {DEFAULT_OUT})")
+    parser.add_argument("--child", type=Path, help=argparse.SUPPRESS)
+    arguments = parser.parse_args(argv)
+    if arguments.child is not None:
+        child(arguments.child)
+        return 0
+    endpoints, regions = (QUICK_ENDPOINTS, QUICK_REGIONS) if arguments.quick else (FULL_ENDPOINTS, FULL_REGIONS)
+    repeats = 1 if arguments.quick else REPEATS
+    started = datetime.now(UTC)
+    load_start = os.getloadavg()
+    scratch = Path(tempfile.mkdtemp(prefix="fleet-bench-"))
+    try:
+        _log("discovering the modules a plan run loads")
+        preload = discover(scratch)
+        cases = []
+        for region_count in regions:
+            for endpoint_count in endpoints:
+                cases.append(measure_case(endpoint_count, region_count, repeats, preload, scratch))
+        _log("resources per endpoint by mode")
+        modes = measure_modes(preload, scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    load_end = os.getloadavg()
+    load = " / ".join(", ".join(f"{value:.2f}" for value in sample) for sample in (load_start, load_end))
+    text = report(cases, modes, quick=arguments.quick, repeats=repeats, started=started, load=load)
+    arguments.out.parent.mkdir(parents=True, exist_ok=True)
+    arguments.out.write_text(text)
+    _log(f"wrote {arguments.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
