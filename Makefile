@@ -9,6 +9,9 @@ STACK ?= dev
 # The CrossGuard pack's own virtualenv (its SDK needs protobuf 5, the program's SDKs protobuf 6).
 POLICY_VENV := policy/venv
 POLICY_STAMP := $(POLICY_VENV)/.installed
+# checkov, the security scan of the rendered manifests, in a virtualenv of its own.
+CHECKOV_VENV := tools/checkov/venv
+CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 
 .PHONY: install plan validate test system-deps lint typecheck generate check clean bench
 
@@ -25,13 +28,18 @@ $(POLICY_STAMP): policy/requirements.txt policy/constraints.txt
 
 install: $(STAMP) $(POLICY_STAMP)
 
+$(CHECKOV_STAMP): tools/checkov/requirements.txt tools/checkov/constraints.txt
+	$(PYTHON) -m venv $(CHECKOV_VENV)
+	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tools/checkov/requirements.txt -c tools/checkov/constraints.txt
+	touch $(CHECKOV_STAMP)
+
 validate: $(STAMP)
 	$(BIN)/fleetctl validate --stack $(STACK)
 
 plan: validate
 	$(BIN)/fleetctl plan --stack $(STACK)
 
-test: $(STAMP) system-deps $(POLICY_STAMP)
+test: $(STAMP) system-deps $(POLICY_STAMP) $(CHECKOV_STAMP)
 	$(BIN)/python -m pytest
 
 # The Mooncake wheel's store client links Debian's libibverbs1 (the end-to-end store tests).

@@ -58,8 +58,13 @@ MODE_ENDPOINTS: Final = (0, 1, 2, 3)
 """Endpoint counts of the per-mode resource counts (one region)."""
 LINEAR_BAND: Final = (0.75, 1.33)
 """A large-N per-resource slope within this factor of the small-N slope is called linear."""
-_PRELOAD_ROOTS: Final = ("pulumi", "pulumi_aws", "pulumi_awsx", "pulumi_eks", "pulumi_kubernetes", "components")
-_PRELOAD_ROOTS_ALSO: Final = ("fleetctl", "grpc", "google", "pydantic", "pydantic_core", "ruamel", "semver", "dill")
+PRELOAD_PACKAGES: Final = frozenset(
+    {
+        *("pulumi", "pulumi_aws", "pulumi_awsx", "pulumi_eks", "pulumi_kubernetes"),
+        *("components", "fleetctl", "grpc", "google", "pydantic", "pydantic_core", "ruamel", "semver", "dill"),
+    }
+)
+"""Top-level packages whose modules every child imports before its clock starts."""
 
 T = TypeVar("T")
 
@@ -76,25 +81,23 @@ def _preload(modules: Iterable[str]) -> None:
     SDKs register their subpackages as lazy modules; these ran in the plan run, so they run here)."""
     for name in modules:
         try:
-            # An attribute other than __name__, __path__ and the like runs a lazy module's code now: left lazy,
-            # it would run when a child's ``from . import x`` touches it, amid that child's own import.
+            # An attribute other than __name__, __path__ and the like runs a lazy module's code now. Left lazy,
+            # it would run when a child's ``from . import x`` touches it, amid that child's own import, and
+            # miss the child's names (pulumi_awsx.ec2 without Vpc).
             getattr(importlib.import_module(name), "__benchmarks_load__", None)
         except Exception:  # a module that cannot be imported on its own is loaded by its parent, or not needed
             continue
 
 
 def _loaded_modules() -> list[str]:
-    """The modules of the plan's packages that ran, in the order they were first imported.
+    """The modules of :data:`PRELOAD_PACKAGES` that ran, in the order they were first imported.
 
-    Modules the SDKs registered lazily and nothing touched are left out: running them out of
-    their natural order trips the SDKs' circular imports (pulumi_awsx.awsx before pulumi_awsx.ec2
-    leaves ``ec2`` without ``Vpc``).
+    Modules the SDKs registered lazily and nothing touched are left out: the plan never ran them.
     """
-    roots = set(_PRELOAD_ROOTS) | set(_PRELOAD_ROOTS_ALSO)
     return [
         name
         for name, module in list(sys.modules.items())
-        if name.split(".", 1)[0] in roots and type(module).__name__ != "_LazyModule"
+        if name.split(".", 1)[0] in PRELOAD_PACKAGES and type(module).__name__ != "_LazyModule"
     ]
 
 
@@ -610,7 +613,10 @@ def summary_paragraph(cases: Sequence[Case]) -> list[str]:
         f"{_ratio(largest.median('ours', 'total_s'), largest.median('floor', 'total_s'))}x the floor) and peaked at "
         f"{smallest.median('ours', 'peak_mib'):.0f} to {largest.median('ours', 'peak_mib'):.0f} MiB "
         f"({_ratio(smallest.median('ours', 'peak_mib'), smallest.median('floor', 'peak_mib'))}x to "
-        f"{_ratio(largest.median('ours', 'peak_mib'), largest.median('floor', 'peak_mib'))}x)."
+        f"{_ratio(largest.median('ours', 'peak_mib'), largest.median('floor', 'peak_mib'))}x).",
+        f"Of the largest case's {largest.median('ours', 'total_s'):.2f}s, the program under mocks took "
+        f"{largest.median('ours', 'program_s'):.2f}s (the floor's {largest.median('floor', 'program_s'):.2f}s) and "
+        f"writing plan.json and the manifests {largest.median('ours', 'write_s'):.2f}s.",
     ]
     for regions in sorted({case.regions for case in cases}):
         row = sorted((case for case in cases if case.regions == regions), key=lambda case: case.endpoints)
