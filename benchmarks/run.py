@@ -12,10 +12,9 @@ end) belongs to that run alone:
   generated stack, the real command (stack file read, validation, the program
   under the recording mocks, plan.json and manifests written, summary built).
 * floor: a bare Pulumi program, written to a temp file and run by the same
-  ``run_program`` under the same mocks, that registers exactly as many resources
-  (as many components and custom resources as ours registered, parented round-robin
-  to the components) of trivial types with one small input; its plan is written
-  and summarised the same way.
+  ``run_program`` under the same mocks, that registers our plan's resources again as
+  they are (same types, names, inputs and parents, read from our plan.json) with none
+  of our logic; its plan is written and summarised the same way.
 
 Before the clock starts, every child imports the same modules: the ones a plan run
 loads (found once by a discovery child), so the provider SDKs' import cost is in
@@ -46,6 +45,8 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from benchmarks.stacks import MODES, STACK, Mode, mode_counts, stack_config, write_stack_file
+
+STACK_TYPE: Final = "pulumi:pulumi:Stack"
 
 ROOT: Final = Path(__file__).resolve().parent.parent
 DEFAULT_OUT: Final = ROOT / "benchmarks" / "RESULTS.md"
@@ -140,6 +141,8 @@ def _child_ours(job: dict[str, Any], out: Path) -> dict[str, Any]:
     if code != 0 or not plans:
         raise SystemExit(f"fleetctl plan failed (exit {code}) on {job['stack_file']}")
     resources = plans[0].resources
+    if job.get("keep_plan"):
+        shutil.copyfile(out / "plan.json", job["keep_plan"])  # what the floor registers again
     return {
         "total_s": total,
         "program_s": phases["program"],
@@ -151,29 +154,46 @@ def _child_ours(job: dict[str, Any], out: Path) -> dict[str, Any]:
 
 
 FLOOR_PROGRAM: Final = '''\
-"""The floor: {components} components and {customs} custom resources of trivial types, nothing else."""
+"""The floor: the resources of our plan registered again as they are (same types, names,
+inputs and parents), by a program with none of our logic: no config, no spec, no rendering."""
+
+import json
 
 import pulumi
 
-
-class Group(pulumi.ComponentResource):
-    def __init__(self, name):
-        super().__init__("bench:index:Group", name, None)
-        self.register_outputs({{}})
-
-
-groups = [Group(f"group-{{index}}") for index in range({components})]
-for index in range({customs}):
-    parent = groups[index % len(groups)] if groups else None
-    pulumi.CustomResource(
-        "bench:index:Thing", f"thing-{{index}}", {{"index": index}}, opts=pulumi.ResourceOptions(parent=parent)
-    )
+by_urn = {{}}
+for entry in json.load(open({replay!r})):
+    parent = by_urn.get(entry["parent"])
+    opts = pulumi.ResourceOptions(parent=parent)
+    if entry["type"].startswith("pulumi:providers:"):
+        package = entry["type"].split(":")[2]
+        resource = pulumi.ProviderResource(package, entry["name"], entry["inputs"], opts=opts)
+    elif entry["custom"]:
+        resource = pulumi.CustomResource(entry["type"], entry["name"], entry["inputs"], opts=opts)
+    else:
+        resource = pulumi.ComponentResource(entry["type"], entry["name"], None, opts=opts)
+    by_urn[entry["urn"]] = resource
 '''
 
 
-def floor_program(components: int, customs: int) -> str:
-    """The floor's program text: ``components`` component resources and ``customs`` custom ones."""
-    return FLOOR_PROGRAM.format(components=components, customs=customs)
+def replay_entries(plan_json: Path) -> list[dict[str, Any]]:
+    """Our plan's resources (the stack itself left out), parents before their children."""
+    resources = [entry for entry in json.loads(plan_json.read_text())["resources"] if entry["type"] != STACK_TYPE]
+    by_urn = {entry["urn"]: entry for entry in resources}
+
+    def depth(entry: dict[str, Any]) -> int:
+        steps = 0
+        while entry.get("parent") in by_urn:
+            entry = by_urn[entry["parent"]]
+            steps += 1
+        return steps
+
+    return sorted(resources, key=lambda entry: (depth(entry), entry["urn"]))
+
+
+def floor_program(replay: Path) -> str:
+    """The floor's program text, registering the entries of ``replay`` (a JSON list)."""
+    return FLOOR_PROGRAM.format(replay=str(replay))
 
 
 def _child_floor(job: dict[str, Any], out: Path) -> dict[str, Any]:
@@ -181,8 +201,10 @@ def _child_floor(job: dict[str, Any], out: Path) -> dict[str, Any]:
     from fleetctl.plan import run_program, summary, write_plan
     from fleetctl.stackfile import StackFile
 
+    replay = out.parent / "replay.json"
+    replay.write_text(json.dumps(replay_entries(Path(job["plan_json"]))))
     program = out.parent / "floor.py"
-    program.write_text(floor_program(int(job["components"]), int(job["customs"])))
+    program.write_text(floor_program(replay))
     stack_file = StackFile(path=out.parent / f"Pulumi.{STACK}.yaml", stack=STACK, project_config={}, engine_config={})
     start = time.perf_counter()
     plan = run_program(stack_file, program=program)
@@ -308,13 +330,14 @@ def measure_case(endpoints: int, regions: int, repeats: int, preload: list[str],
     )
     ours: list[Run] = []
     floor: list[Run] = []
+    kept = stack_file.with_name("plan.json")
     for repeat in range(repeats):
-        run, _ = _measure({"kind": "ours", "stack_file": str(stack_file), "preload": preload}, scratch)
+        job = {"kind": "ours", "stack_file": str(stack_file), "preload": preload, "keep_plan": str(kept)}
+        run, _ = _measure(job, scratch)
         if ours and run.resources != ours[0].resources:
             raise SystemExit(f"N={endpoints} R={regions}: resource count changed between runs")
         ours.append(run)
-        components = ours[0].resources - ours[0].custom - 1  # the stack itself is registered by run_program
-        floor_job = {"kind": "floor", "components": components, "customs": ours[0].custom, "preload": preload}
+        floor_job = {"kind": "floor", "plan_json": str(kept), "preload": preload}
         floor_run, _ = _measure(floor_job, scratch)
         if floor_run.resources != ours[0].resources or floor_run.custom != ours[0].custom:
             raise SystemExit(
@@ -491,11 +514,10 @@ def report(
         "- **Ours**: `fleetctl plan --stack-file <generated> --out <tmp>` called in-process "
         "(`fleetctl.cli.main`): stack file read, validation, `__main__.py` under the recording mocks, plan.json "
         "and manifests written, summary built. *program* is `run_program` alone, *write* is `write_plan`.",
-        "- **Floor**: a bare Pulumi program (no spec, no rendering) run by the same `run_program` under the same "
-        "mocks, registering exactly as many resources as ours did: as many `bench:index:Group` component "
-        "resources as ours registered components (remote ones included) and as many `bench:index:Thing` custom "
-        "resources (input `{index: i}`) as ours registered custom ones (providers included), parented "
-        "round-robin to the groups; then `write_plan` and `summary` as ours.",
+        "- **Floor**: a bare Pulumi program (no config, no spec, no rendering, no components of ours) run by the "
+        "same `run_program` under the same mocks, registering the resources of our plan.json again as they are: "
+        "same types, names, inputs and parents (providers as providers, components as plain components); then "
+        "`write_plan` and `summary` as ours. The difference is what our logic costs.",
         "- **Time**: wall time of the above (`time.perf_counter`), after imports. Both sides first import the "
         "same modules (those a plan run loads, found by a discovery run), so the provider SDKs' import cost "
         "(*import* below) is in neither time.",

@@ -280,7 +280,8 @@ def _manifest_order(manifest: Mapping[str, Any]) -> dict[str, Any]:
 def _yaml(document: Any) -> str:
     import io
 
-    yaml = YAML(typ="safe", pure=True)
+    # The C emitter (ruamel.yaml.clib, pinned): the same text as the pure one, several times faster.
+    yaml = YAML(typ="safe")
     yaml.default_flow_style = False
     yaml.width = 4096  # one line per value: images and annotations stay greppable
     yaml.sort_base_mapping_type_on_output = False  # type: ignore[assignment]  # keep apiVersion, kind first
