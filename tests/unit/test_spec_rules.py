@@ -793,7 +793,7 @@ SHAPE_REJECTS = [
         "unknown_top_level_key",
         {**with_classic(), "endpoint": {}},
         "endpoint",
-        "unknown key inference-fleet:endpoint; allowed keys: regions, endpoints",
+        "unknown key 'inference-fleet:endpoint'; allowed keys: regions, endpoints",
     ),
     case(
         "unknown_region_key",
