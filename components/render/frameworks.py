@@ -104,7 +104,7 @@ class ServerLaunch:
     args: tuple[str, ...]
     env: dict[str, str]
     owned: dict[str, str]
-    """flag -> the spec field it is rendered from."""
+    """flag or environment variable -> the spec field it is rendered from."""
 
 
 def server_launch(framework: Framework, inputs: ServerInputs) -> ServerLaunch:
@@ -141,6 +141,7 @@ def server_launch(framework: Framework, inputs: ServerInputs) -> ServerLaunch:
         args.append(switch)
     if caching is not None and adapter.prefix_caching_env is not None:
         env[adapter.prefix_caching_env] = "1" if caching else "0"
+        owned[adapter.prefix_caching_env] = "engine.enable_prefix_caching"
     return ServerLaunch(adapter.command, tuple(args), env, owned)
 
 

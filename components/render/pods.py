@@ -98,7 +98,7 @@ def shm_size(endpoint: PlacedEndpoint) -> str:
 def _env(endpoint: PlacedEndpoint, launch_env: dict[str, str]) -> list[dict[str, Any]]:
     spec = endpoint.spec
     env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in launch_env.items()]
-    env += [{"name": name, "value": value} for name, value in spec.env.items() if name not in launch_env]
+    env += [{"name": name, "value": value} for name, value in spec.env.items()]  # disjoint: validated
     env += [
         {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}}
         for name, ref in spec.secret_env.items()

@@ -254,6 +254,16 @@ class Endpoint(SpecModel):
                         name=variable,
                         source=ROLE_ENV[variable],
                     )
+        for variable in (*self.env, *self.secret_env):
+            if variable in owned:
+                field = "env" if variable in self.env else "secret_env"
+                raise fail(
+                    "owned_env",
+                    "{name!r} is rendered from {source}; set {source} instead",
+                    at=f"{field}.{variable}",
+                    name=variable,
+                    source=owned[variable],
+                )
         for index, arg in enumerate(self.args):
             name = flag_name(arg)
             if name in owned:

@@ -495,6 +495,18 @@ ENDPOINT_REJECTS = [
         "'--port' is rendered from port; set port instead",
     ),
     case(
+        "env_that_the_tgi_adapter_renders_from_the_engine_record",
+        with_classic(
+            {
+                "image": "ghcr.io/huggingface/text-generation-inference:3.3.6",
+                "engine": {"enable_prefix_caching": True},
+                "env": {"PREFIX_CACHING": "0"},
+            }
+        ),
+        "endpoints.chat.env.PREFIX_CACHING",
+        "'PREFIX_CACHING' is rendered from engine.enable_prefix_caching; set engine.enable_prefix_caching instead",
+    ),
+    case(
         "node_selector_on_the_node_group_label",
         with_classic({"node_selector": {"inference-fleet/node-group": "p5"}}),
         "endpoints.chat.node_selector",
