@@ -20,6 +20,7 @@ from fleetctl.stackfile import (
     read_stack_file,
     stack_path,
 )
+from fleetctl.verify import command as verify_command
 
 DEFAULT_STACK = "dev"
 
@@ -43,6 +44,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     # Listed for --help only: `fleetctl diff` has its own parser (its exit codes differ).
     commands.add_parser("diff", help="compare two plans or stack files (see fleetctl diff --help)", add_help=False)
+    commands.add_parser("verify", help="check a deployed stack's endpoints through their routes", add_help=False)
     edit_commands.add_commands(commands)
     return parser
 
@@ -63,6 +65,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["diff"]:
         return diff.main(words[1:])
+    if words[:1] == ["verify"]:
+        return verify_command.main(words[1:])
     arguments = _parser().parse_args(words)
     if arguments.command in edit_commands.COMMANDS:
         return edit_commands.run(arguments)

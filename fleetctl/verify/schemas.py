@@ -1,0 +1,92 @@
+"""One small, deterministic request per framework, and the exact fields its answer must hold."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from components.spec.images import Framework
+from fleetctl.verify.client import CheckError, Client
+
+PROMPT = "The capital of France is"
+MAX_TOKENS = 8
+TRITON_DATA = [1, 2, 3, 4]
+
+
+@dataclass(frozen=True)
+class TritonModel:
+    name: str = "identity"
+    input: str = "INPUT0"
+    output: str = "OUTPUT0"
+
+
+def _field(document: Any, *path: str | int) -> Any:
+    value = document
+    for step in path:
+        try:
+            value = value[step]
+        except (KeyError, IndexError, TypeError):
+            raise CheckError(f"{_dotted(path)}: missing from the answer") from None
+    return value
+
+
+def _dotted(path: tuple[str | int, ...]) -> str:
+    text = ""
+    for step in path:
+        text += f"[{step}]" if isinstance(step, int) else (f".{step}" if text else step)
+    return text
+
+
+def _text(document: Any, *path: str | int) -> str:
+    value = _field(document, *path)
+    if not isinstance(value, str) or not value.strip():
+        raise CheckError(f"{_dotted(path)}: expected non-empty text, got {value!r}")
+    return value
+
+
+def _ok(status: int, body: Any, what: str) -> Any:
+    if status != 200:
+        raise CheckError(f"{what}: HTTP {status}")
+    if body is None:
+        raise CheckError(f"{what}: the answer is not JSON")
+    return body
+
+
+def vllm(client: Client, address: str) -> str:
+    models = _ok(*client.request("GET", f"{address}/v1/models"), "GET /v1/models")
+    model = _text(models, "data", 0, "id")
+    body = {"model": model, "prompt": PROMPT, "max_tokens": MAX_TOKENS, "temperature": 0}
+    answer = _ok(*client.request("POST", f"{address}/v1/completions", body), "POST /v1/completions")
+    return _text(answer, "choices", 0, "text")
+
+
+def sglang(client: Client, address: str) -> str:
+    body = {"text": PROMPT, "sampling_params": {"max_new_tokens": MAX_TOKENS, "temperature": 0}}
+    return _text(_ok(*client.request("POST", f"{address}/generate", body), "POST /generate"), "text")
+
+
+def tgi(client: Client, address: str) -> str:
+    body = {"inputs": PROMPT, "parameters": {"max_new_tokens": MAX_TOKENS, "do_sample": False}}
+    return _text(_ok(*client.request("POST", f"{address}/generate", body), "POST /generate"), "generated_text")
+
+
+def triton(client: Client, address: str, model: TritonModel) -> str:
+    """KServe v2 inference on an identity model: the output must echo the input."""
+    body = {"inputs": [{"name": model.input, "shape": [1, len(TRITON_DATA)], "datatype": "INT32", "data": TRITON_DATA}]}
+    url = f"{address}/v2/models/{model.name}/infer"
+    answer = _ok(*client.request("POST", url, body), f"POST /v2/models/{model.name}/infer")
+    name = _field(answer, "outputs", 0, "name")
+    if name != model.output:
+        raise CheckError(f"outputs[0].name: expected {model.output!r}, got {name!r}")
+    data = _field(answer, "outputs", 0, "data")
+    if data != TRITON_DATA:
+        raise CheckError(f"outputs[0].data: expected {TRITON_DATA} (the identity of the input), got {data!r}")
+    return f"{name}={data}"
+
+
+def request_check(framework: Framework, triton_model: TritonModel) -> Callable[[Client, str], str]:
+    if framework == "triton":
+        return lambda client, address: triton(client, address, triton_model)
+    checks: dict[Framework, Callable[[Client, str], str]] = {"vllm": vllm, "sglang": sglang, "tgi": tgi}
+    return checks[framework]

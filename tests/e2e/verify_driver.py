@@ -1,0 +1,95 @@
+"""Inside a private network namespace: local servers answering like each framework (and
+wrongly, in every way the checks must catch), then `fleetctl verify` against them.
+Prints the verify exit code and its JSON checks."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import subprocess
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from fleetctl.verify.command import main as verify
+
+SLOW_SECONDS = 3
+
+GOOD: dict[tuple[str, str], Any] = {
+    ("GET", "/health"): {},
+    ("GET", "/v2/health/ready"): {},
+    ("GET", "/v1/models"): {"object": "list", "data": [{"id": "/models/qwen3-8b", "object": "model"}]},
+    ("POST", "/v1/completions"): {
+        "id": "cmpl-1",
+        "choices": [{"index": 0, "text": " Paris.", "finish_reason": "length"}],
+    },
+    ("POST", "/generate"): {"text": " Paris.", "generated_text": " Paris."},
+    ("POST", "/v2/models/identity/infer"): {
+        "model_name": "identity",
+        "outputs": [{"name": "OUTPUT0", "datatype": "INT32", "shape": [1, 4], "data": [1, 2, 3, 4]}],
+    },
+}
+
+# case -> (method, path) -> (status, body bytes or JSON, delay)
+BROKEN: dict[str, dict[tuple[str, str], Any]] = {
+    "vllm-empty": {("POST", "/v1/completions"): (200, {"choices": [{"text": ""}]}, 0)},
+    "vllm-malformed": {("POST", "/v1/completions"): (200, b"<html>oops", 0)},
+    "vllm-wrong-schema": {("POST", "/v1/completions"): (200, {"choices": []}, 0)},
+    "vllm-slow": {("POST", "/v1/completions"): (200, GOOD[("POST", "/v1/completions")], SLOW_SECONDS)},
+    "vllm-unhealthy": {("GET", "/health"): (503, {}, 0)},
+    "sglang-wrong-schema": {("POST", "/generate"): (200, {"output": "Paris"}, 0)},
+    "tgi-wrong-schema": {("POST", "/generate"): (200, [{"generated_text": " Paris."}], 0)},
+    "triton-not-identity": {
+        ("POST", "/v2/models/identity/infer"): (200, {"outputs": [{"name": "OUTPUT0", "data": [4, 3, 2, 1]}]}, 0)
+    },
+    "triton-wrong-output": {
+        ("POST", "/v2/models/identity/infer"): (200, {"outputs": [{"name": "OUT", "data": [1, 2, 3, 4]}]}, 0)
+    },
+}
+
+
+class Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def answer(self, method: str) -> None:
+        case, _, rest = self.path.lstrip("/").partition("/")
+        path = "/" + rest
+        length = int(self.headers.get("Content-Length") or 0)
+        if length:
+            self.rfile.read(length)
+        status, body, delay = BROKEN.get(case, {}).get((method, path), (200, GOOD.get((method, path)), 0))
+        if body is None:
+            status, body = 404, {"detail": "Not Found"}
+        time.sleep(delay)
+        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def do_GET(self) -> None:
+        self.answer("GET")
+
+    def do_POST(self) -> None:
+        self.answer("POST")
+
+
+def main() -> None:
+    stack_file, outputs, *extra = sys.argv[1:]
+    subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
+    server = ThreadingHTTPServer(("127.0.0.1", 8080), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = verify(["--stack-file", stack_file, "--outputs", outputs, "--output", "json", "--timeout", "1", *extra])
+    server.shutdown()
+    print(json.dumps({"code": code, "checks": json.loads(printed.getvalue() or "[]")}))
+
+
+if __name__ == "__main__":
+    main()
