@@ -242,27 +242,19 @@ class Endpoint(SpecModel):
     def _check_args(self) -> Self:
         """Refuse args and env that repeat what inference-fleet renders from a field."""
         owned = self.server_launch().owned
+        variables = {name: source for name, source in owned.items() if not name.startswith("-")}
         if self.mooncake is not None:
             owned["--kv-transfer-config"] = "mooncake"
-            for variable in (*self.env, *self.secret_env):
-                if variable in ROLE_ENV:
-                    field = "env" if variable in self.env else "secret_env"
-                    raise fail(
-                        "owned_env",
-                        "{name!r} is set by inference-fleet on Mooncake roles (from {source}); remove it",
-                        at=f"{field}.{variable}",
-                        name=variable,
-                        source=ROLE_ENV[variable],
-                    )
+            variables.update(ROLE_ENV)
         for variable in (*self.env, *self.secret_env):
-            if variable in owned:
+            if variable in variables:
                 field = "env" if variable in self.env else "secret_env"
                 raise fail(
                     "owned_env",
-                    "{name!r} is rendered from {source}; set {source} instead",
+                    "{name!r} is set by inference-fleet from {source}; remove it",
                     at=f"{field}.{variable}",
                     name=variable,
-                    source=owned[variable],
+                    source=variables[variable],
                 )
         for index, arg in enumerate(self.args):
             name = flag_name(arg)

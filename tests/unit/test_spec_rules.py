@@ -504,7 +504,7 @@ ENDPOINT_REJECTS = [
             }
         ),
         "endpoints.chat.env.PREFIX_CACHING",
-        "'PREFIX_CACHING' is rendered from engine.enable_prefix_caching; set engine.enable_prefix_caching instead",
+        "'PREFIX_CACHING' is set by inference-fleet from engine.enable_prefix_caching; remove it",
     ),
     case(
         "node_selector_on_the_node_group_label",
@@ -762,7 +762,7 @@ MOONCAKE_REJECTS = [
         "env_that_mooncake_roles_set",
         with_mooncake({"env": {"PYTHONHASHSEED": "42"}}),
         "endpoints.chat.env.PYTHONHASHSEED",
-        "is set by inference-fleet on Mooncake roles",
+        "'PYTHONHASHSEED' is set by inference-fleet from the same seed on every role",
     ),
     case(
         "kv_transfer_config_in_args",
