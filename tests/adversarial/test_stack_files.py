@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import signal
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -150,10 +151,11 @@ def test_validate_accepts_or_rejects_every_mutated_config_with_error_lines(
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(config=st.one_of(mutated_configs(), valid_variants()), token=st.integers(min_value=0, max_value=10**9))
-def test_plan_writes_a_whole_plan_or_nothing(tmp_path: Path, config: dict[str, Any], token: int) -> None:
-    path = write(tmp_path / "Pulumi.fuzz.yaml", config)
-    out = tmp_path / f"plan-{token}"
+@given(config=st.one_of(mutated_configs(), valid_variants()))
+def test_plan_writes_a_whole_plan_or_nothing(tmp_path: Path, config: dict[str, Any]) -> None:
+    case = Path(tempfile.mkdtemp(dir=tmp_path))  # tmp_path is shared by every example of a run
+    path = write(case / "Pulumi.fuzz.yaml", config)
+    out = case / "plan"
     code, printed, err = run("plan", "--stack-file", str(path), "--out", str(out), seconds=PLAN_SECONDS)
     assert_clean_outcome(code, printed, err)
     if code == 0:
