@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,13 @@ def run_snippet(tmp_path: Path, body: str, config: dict[str, str] | None = None,
         path=tmp_path / f"Pulumi.{stack}.yaml", stack=stack, project_config={}, engine_config=config or {}
     )
     return run_program(stack_file, program=program)
+
+
+@cache
+def example_plan(stack: str) -> Plan:
+    """An example stack (stacks/Pulumi.<stack>.yaml) planned once per test run; shared, so
+    copy an entry before changing it."""
+    return run_program(read_stack_file(stack_path(stack)))
 
 
 def by_type(plan: Plan, resource_type: str) -> list[dict[str, Any]]:

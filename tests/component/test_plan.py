@@ -7,20 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from fleetctl.plan import SECRET, Plan, ProgramError, manifest_files, run_program, write_plan
-from fleetctl.stackfile import read_stack_file, stack_path
-from tests.component.programs import by_type, run_snippet
+from fleetctl.plan import SECRET, Plan, ProgramError, manifest_files, write_plan
+from tests.component.programs import by_type, example_plan, run_snippet
 
 PROJECT_STACKS = ("dev", "prod")
 
 
-def plan_of(stack: str) -> Plan:
-    return run_program(read_stack_file(stack_path(stack)))
-
-
 @pytest.mark.parametrize("stack", PROJECT_STACKS)
 def test_main_registers_one_aws_provider_per_region(stack: str) -> None:
-    plan = plan_of(stack)
+    plan = example_plan(stack)
     spec_regions = sorted(plan.outputs["regions"])
     providers = by_type(plan, "pulumi:providers:aws")
     assert sorted(provider["inputs"]["region"] for provider in providers) == spec_regions
@@ -28,7 +23,7 @@ def test_main_registers_one_aws_provider_per_region(stack: str) -> None:
 
 
 def test_prod_serves_each_endpoint_in_both_regions_on_its_node_group() -> None:
-    placements = plan_of("prod").outputs["placements"]
+    placements = example_plan("prod").outputs["placements"]
     assert placements["chat"]["eu-west-1"] == {"node_group": "p5", "image": "vllm/vllm-openai:v0.33.0-efa"}
     assert placements["summarize"]["eu-west-1"]["image"] == (
         "123456789012.dkr.ecr.eu-west-1.amazonaws.com/summarize-vllm:2026.11.1"
@@ -36,13 +31,13 @@ def test_prod_serves_each_endpoint_in_both_regions_on_its_node_group() -> None:
 
 
 def test_children_of_the_stack_have_unqualified_urns_like_the_engine_gives() -> None:
-    fleet = by_type(plan_of("dev"), "inference-fleet:fleet:Fleet")[0]
+    fleet = by_type(example_plan("dev"), "inference-fleet:fleet:Fleet")[0]
     assert fleet["urn"] == "urn:pulumi:dev::inference-fleet::inference-fleet:fleet:Fleet::inference-fleet-dev"
     assert fleet["parent"] == "urn:pulumi:dev::inference-fleet::pulumi:pulumi:Stack::inference-fleet-dev"
 
 
 def test_resources_are_sorted_by_urn_with_sorted_keys() -> None:
-    plan = plan_of("prod")
+    plan = example_plan("prod")
     urns = [resource["urn"] for resource in plan.resources]
     assert urns == sorted(urns)
     document = json.loads(plan.to_json())
@@ -151,7 +146,7 @@ def test_integral_numbers_stay_integers(tmp_path: Path) -> None:
 
 def test_a_failed_write_leaves_the_previous_plan_in_place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "plan"
-    write_plan(plan_of("dev"), out)
+    write_plan(example_plan("dev"), out)
     before = (out / "plan.json").read_bytes()
 
     def broken(plan: Plan) -> dict[str, str]:
@@ -159,6 +154,6 @@ def test_a_failed_write_leaves_the_previous_plan_in_place(tmp_path: Path, monkey
 
     monkeypatch.setattr("fleetctl.plan.manifest_files", broken)
     with pytest.raises(ProgramError):
-        write_plan(plan_of("prod"), out)
+        write_plan(example_plan("prod"), out)
     assert (out / "plan.json").read_bytes() == before
     assert [path.name for path in tmp_path.iterdir()] == ["plan"]

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -12,15 +11,10 @@ import pytest
 from components import scheduling
 from components.catalog import pins
 from fleetctl.plan import SECRET, Plan, region_of, run_program
-from fleetctl.stackfile import read_stack_file, stack_path
-from tests.component.programs import by_type
+from fleetctl.stackfile import read_stack_file
+from tests.component.programs import by_type, example_plan
 
 PROD_REGIONS = ("us-east-1", "eu-west-1")
-
-
-@cache
-def plan_of(stack: str) -> Plan:
-    return run_program(read_stack_file(stack_path(stack)))
 
 
 def in_region(plan: Plan, resource_type: str, region: str) -> list[dict[str, Any]]:
@@ -36,7 +30,7 @@ def one(plan: Plan, resource_type: str, region: str, name: str | None = None) ->
 
 @pytest.mark.parametrize("region", PROD_REGIONS)
 def test_every_aws_resource_of_a_region_uses_that_regions_provider(region: str) -> None:
-    plan = plan_of("prod")
+    plan = example_plan("prod")
     provider = one(plan, "pulumi:providers:aws", region)
     aws_resources = [r for r in plan.resources if r["type"].startswith("aws:") and f"{region}-" in r["name"]]
     assert aws_resources
@@ -48,7 +42,7 @@ def test_every_aws_resource_of_a_region_uses_that_regions_provider(region: str) 
 
 @pytest.mark.parametrize("region", PROD_REGIONS)
 def test_the_created_vpc_spans_the_configured_zones_with_nat_and_load_balancer_tags(region: str) -> None:
-    vpc = one(plan_of("prod"), "awsx:ec2:Vpc", region)["inputs"]
+    vpc = one(example_plan("prod"), "awsx:ec2:Vpc", region)["inputs"]
     zones = {"us-east-1": ["us-east-1a", "us-east-1b", "us-east-1c"], "eu-west-1": ["eu-west-1a", "eu-west-1b"]}
     assert vpc["availabilityZoneNames"] == zones[region]
     assert vpc["natGateways"] == {"strategy": "OnePerAz"}
@@ -59,7 +53,7 @@ def test_the_created_vpc_spans_the_configured_zones_with_nat_and_load_balancer_t
 
 @pytest.mark.parametrize("region", PROD_REGIONS)
 def test_the_eks_cluster_is_pinned_private_to_managed_groups_and_protected(region: str) -> None:
-    cluster = one(plan_of("prod"), "eks:index:Cluster", region)
+    cluster = one(example_plan("prod"), "eks:index:Cluster", region)
     inputs = cluster["inputs"]
     assert inputs["name"] == f"inference-fleet-prod-{region}"
     assert inputs["version"] == "1.34"
@@ -74,7 +68,7 @@ def test_the_eks_cluster_is_pinned_private_to_managed_groups_and_protected(regio
 
 @pytest.mark.parametrize("region", PROD_REGIONS)
 def test_node_add_ons_wait_for_the_system_node_group(region: str) -> None:
-    plan = plan_of("prod")
+    plan = example_plan("prod")
     system = one(plan, "eks:index:ManagedNodeGroup", region, f"{region}-system")
     for addon in ("coredns", "eks-pod-identity-agent"):
         resource = one(plan, "aws:eks/addon:Addon", region, f"{region}-{addon}")
@@ -84,7 +78,7 @@ def test_node_add_ons_wait_for_the_system_node_group(region: str) -> None:
 
 @pytest.mark.parametrize("region", PROD_REGIONS)
 def test_device_plugins_tolerate_and_select_the_gpu_and_efa_nodes(region: str) -> None:
-    plan = plan_of("prod")
+    plan = example_plan("prod")
     releases = {r["inputs"]["chart"]: r["inputs"] for r in in_region(plan, "kubernetes:helm.sh/v3:Release", region)}
     charts = pins().charts
     nvidia = releases[charts.nvidia_device_plugin.chart]
@@ -100,14 +94,14 @@ def test_device_plugins_tolerate_and_select_the_gpu_and_efa_nodes(region: str) -
 
 
 def test_a_stack_without_efa_groups_installs_no_efa_plugin() -> None:
-    charts = [r["inputs"]["chart"] for r in by_type(plan_of("dev"), "kubernetes:helm.sh/v3:Release")]
+    charts = [r["inputs"]["chart"] for r in by_type(example_plan("dev"), "kubernetes:helm.sh/v3:Release")]
     assert pins().charts.efa_device_plugin.chart not in charts
     assert pins().charts.nvidia_device_plugin.chart in charts
 
 
 @pytest.mark.parametrize("region", PROD_REGIONS)
 def test_the_load_balancer_controller_runs_under_pod_identity_with_the_regions_scheme(region: str) -> None:
-    plan = plan_of("prod")
+    plan = example_plan("prod")
     release = one(plan, "kubernetes:helm.sh/v3:Release", region, f"{region}-lb-controller")["inputs"]
     assert release["version"] == pins().charts.aws_load_balancer_controller.version
     assert release["values"]["ingressClassParams"]["spec"]["scheme"] == "internal"
@@ -122,7 +116,7 @@ def test_the_load_balancer_controller_runs_under_pod_identity_with_the_regions_s
 
 @pytest.mark.parametrize("region", PROD_REGIONS)
 def test_each_region_has_its_own_kubernetes_provider_with_a_secret_kubeconfig(region: str) -> None:
-    plan = plan_of("prod")
+    plan = example_plan("prod")
     provider = one(plan, "pulumi:providers:kubernetes", region)
     assert provider["inputs"]["kubeconfig"] == SECRET
     helm = in_region(plan, "kubernetes:helm.sh/v3:Release", region)
@@ -131,14 +125,14 @@ def test_each_region_has_its_own_kubernetes_provider_with_a_secret_kubeconfig(re
 
 
 def test_stack_outputs_name_each_regions_cluster_and_keep_kubeconfigs_secret() -> None:
-    outputs = plan_of("prod").outputs
+    outputs = example_plan("prod").outputs
     assert outputs["kubeconfigs"] == SECRET
     east = outputs["regions"]["us-east-1"]
     assert east["cluster_name"] == "inference-fleet-prod-us-east-1"
     assert east["cluster_endpoint"].startswith("https://")
     assert set(east["node_groups"]) == {"system", "p5", "g6e"}
     assert east["cold_tier_bucket"] == "inference-fleet-prod-kv-123456789012-us-east-1"
-    assert plan_of("dev").outputs["regions"]["us-west-2"]["cold_tier_bucket"] is None
+    assert example_plan("dev").outputs["regions"]["us-west-2"]["cold_tier_bucket"] is None
 
 
 EXISTING_VPC_STACK = """\

@@ -8,29 +8,21 @@ import copy
 import json
 import subprocess
 from collections.abc import Callable
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from fleetctl.cli import main as fleetctl
-from fleetctl.plan import Plan, run_program
 from fleetctl.policy_check import check_plan
-from fleetctl.stackfile import read_stack_file, stack_path
-from tests.component.programs import edited
+from tests.component.programs import edited, example_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 POLICY_PYTHON = ROOT / "policy" / "venv" / "bin" / "python"
 
 
-@cache
-def plan_of(stack: str) -> Plan:
-    return run_program(read_stack_file(stack_path(stack)))
-
-
 def resources_of(stack: str) -> list[dict[str, Any]]:
-    return [copy.deepcopy(entry) for entry in plan_of(stack).resources]
+    return [copy.deepcopy(entry) for entry in example_plan(stack).resources]
 
 
 def spoiled(stack: str, resource_type: str, spoil: Callable[[dict[str, Any]], None]) -> list[dict[str, Any]]:
@@ -83,7 +75,7 @@ BAD_PLANS = [
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_both_example_stacks_pass_every_rule(stack: str) -> None:
-    assert check_plan(plan_of(stack).resources) == []
+    assert check_plan(example_plan(stack).resources) == []
 
 
 @pytest.mark.parametrize(("stack", "resource_type", "spoil", "rule"), BAD_PLANS)

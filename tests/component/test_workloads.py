@@ -4,7 +4,6 @@ with which provider, parent, options and outputs."""
 from __future__ import annotations
 
 import json
-from functools import cache
 from typing import Any
 
 import kubernetes_validate
@@ -13,17 +12,11 @@ from ruamel.yaml import YAML
 
 from components.catalog import pins
 from components.spec.engine import EndpointRecord
-from fleetctl.plan import Plan, manifest_files, run_program
-from fleetctl.stackfile import read_stack_file, stack_path
-from tests.component.programs import by_type
+from fleetctl.plan import Plan, manifest_files
+from tests.component.programs import by_type, example_plan
 
 PREFIX = "urn:pulumi:prod::inference-fleet::"
 CLUSTER_VERSION = f"{pins().kubernetes.default_version}.0"
-
-
-@cache
-def plan_of(stack: str) -> Plan:
-    return run_program(read_stack_file(stack_path(stack)))
 
 
 def named(plan: Plan, resource_type: str, name: str) -> dict[str, Any]:
@@ -33,7 +26,7 @@ def named(plan: Plan, resource_type: str, name: str) -> dict[str, Any]:
 
 @pytest.mark.parametrize("region", ["us-east-1", "eu-west-1"])
 def test_a_classic_endpoint_with_autoscaling_and_canary_registers_its_objects_in_each_region(region: str) -> None:
-    plan = plan_of("prod")
+    plan = example_plan("prod")
     component = named(plan, "inference-fleet:workloads:InferenceEndpoint", f"{region}-summarize")
     children = sorted(
         (resource["type"], resource["name"]) for resource in plan.resources if resource["parent"] == component["urn"]
@@ -53,7 +46,7 @@ def test_a_classic_endpoint_with_autoscaling_and_canary_registers_its_objects_in
 
 
 def test_a_mooncake_endpoint_registers_roles_proxy_store_and_policies_in_each_region() -> None:
-    plan = plan_of("prod")
+    plan = example_plan("prod")
     component = named(plan, "inference-fleet:workloads:InferenceEndpoint", "us-east-1-chat")
     children = sorted(
         (resource["type"], resource["name"]) for resource in plan.resources if resource["parent"] == component["urn"]
@@ -81,7 +74,7 @@ def test_a_mooncake_endpoint_registers_roles_proxy_store_and_policies_in_each_re
 
 
 def test_the_cold_tier_child_names_the_regions_own_bucket_under_the_endpoints_prefix() -> None:
-    plan = plan_of("prod")
+    plan = example_plan("prod")
     for region in ("us-east-1", "eu-west-1"):
         prefill = named(plan, "kubernetes:apps/v1:StatefulSet", f"{region}-chat-prefill")
         args = prefill["inputs"]["spec"]["template"]["spec"]["containers"][0]["args"]
@@ -93,7 +86,7 @@ def test_the_cold_tier_child_names_the_regions_own_bucket_under_the_endpoints_pr
 
 
 def test_rollouts_wait_for_model_loading_and_routes_for_the_load_balancer() -> None:
-    plan = plan_of("prod")
+    plan = example_plan("prod")
     deployment = named(plan, "kubernetes:apps/v1:Deployment", "us-east-1-summarize")
     assert deployment["options"]["customTimeouts"] == {"create": "70m", "update": "70m"}
     progress_deadline = deployment["inputs"]["spec"]["progressDeadlineSeconds"]
@@ -103,7 +96,9 @@ def test_rollouts_wait_for_model_loading_and_routes_for_the_load_balancer() -> N
 
 
 def test_workloads_wait_for_their_namespace_the_nodes_and_the_load_balancer_controller() -> None:
-    depends_on = named(plan_of("prod"), "kubernetes:core/v1:Service", "eu-west-1-summarize")["options"]["dependsOn"]
+    depends_on = named(example_plan("prod"), "kubernetes:core/v1:Service", "eu-west-1-summarize")["options"][
+        "dependsOn"
+    ]
     expected = [
         "inference-fleet:workloads:RegionalWorkloads$kubernetes:core/v1:Namespace::eu-west-1-inference",
         "inference-fleet:workloads:RegionalWorkloads$kubernetes:core/v1:ServiceAccount::eu-west-1-inference",
@@ -116,18 +111,18 @@ def test_workloads_wait_for_their_namespace_the_nodes_and_the_load_balancer_cont
 
 
 def test_namespaces_are_created_once_per_region_and_kept_on_delete() -> None:
-    namespaces = by_type(plan_of("prod"), "kubernetes:core/v1:Namespace")
+    namespaces = by_type(example_plan("prod"), "kubernetes:core/v1:Namespace")
     assert sorted(namespace["name"] for namespace in namespaces) == ["eu-west-1-inference", "us-east-1-inference"]
     assert all(namespace["options"].get("retainOnDelete") for namespace in namespaces)
 
 
 def test_an_autoscaled_deployment_does_not_send_a_replica_count() -> None:
-    deployment = named(plan_of("prod"), "kubernetes:apps/v1:Deployment", "eu-west-1-summarize")
+    deployment = named(example_plan("prod"), "kubernetes:apps/v1:Deployment", "eu-west-1-summarize")
     assert "replicas" not in deployment["inputs"]["spec"]
 
 
 def test_each_endpoint_and_region_exports_its_engine_record_with_the_routed_address() -> None:
-    records = plan_of("dev").outputs["endpoints"]
+    records = example_plan("dev").outputs["endpoints"]
     record = EndpointRecord.from_dict(records["assistant"]["us-west-2"])
     assert record.address == "http://us-west-2-assistant.offline.elb.amazonaws.com/inference/assistant"
     assert record.capabilities.context_length == 32768
@@ -136,7 +131,7 @@ def test_each_endpoint_and_region_exports_its_engine_record_with_the_routed_addr
 
 
 def test_the_plan_writes_the_rendered_manifests_per_region_and_namespace() -> None:
-    files = manifest_files(plan_of("prod"))
+    files = manifest_files(example_plan("prod"))
     for region in ("us-east-1", "eu-west-1"):
         assert f"manifests/{region}/inference/Ingress-summarize.yaml" in files
         assert f"manifests/{region}/inference/Deployment-summarize-canary.yaml" in files
@@ -145,7 +140,7 @@ def test_the_plan_writes_the_rendered_manifests_per_region_and_namespace() -> No
 
 @pytest.mark.parametrize("stack", ["dev", "prod"])
 def test_every_manifest_of_the_example_stacks_is_valid_for_the_cluster_version(stack: str) -> None:
-    files = manifest_files(plan_of(stack))
+    files = manifest_files(example_plan(stack))
     assert len(files) > 10
     for path, text in files.items():
         document = YAML(typ="safe", pure=True).load(text)
@@ -159,7 +154,7 @@ def test_the_example_stacks_run_every_mooncake_mode() -> None:
     store_configs = {
         manifest["inputs"]["metadata"]["name"]
         for stack in ("dev", "prod")
-        for manifest in by_type(plan_of(stack), "kubernetes:core/v1:ConfigMap")
+        for manifest in by_type(example_plan(stack), "kubernetes:core/v1:ConfigMap")
     }
     assert store_configs == {"chat-mooncake", "kv-cache-mooncake"}  # both (prod) and store (dev) carry a store
-    assert named(plan_of("dev"), "kubernetes:apps/v1:StatefulSet", "us-west-2-chat-pd-prefill")  # disaggregated
+    assert named(example_plan("dev"), "kubernetes:apps/v1:StatefulSet", "us-west-2-chat-pd-prefill")  # disaggregated

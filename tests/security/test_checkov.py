@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from fleetctl.plan import run_program, write_plan
-from fleetctl.stackfile import read_stack_file, stack_path
+from fleetctl.plan import write_plan
+from tests.component.programs import example_plan
 
 ROOT = Path(__file__).resolve().parents[2]
 CHECKOV = ROOT / "tools" / "checkov" / "venv" / "bin" / "checkov"
@@ -32,7 +32,7 @@ def findings(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, str, s
         pytest.fail("tools/checkov/venv is missing: `make test` builds checkov's virtualenv")
     root = tmp_path_factory.mktemp("manifests")
     for stack in ("dev", "prod"):
-        write_plan(run_program(read_stack_file(stack_path(stack))), root / stack)
+        write_plan(example_plan(stack), root / stack)
     completed = subprocess.run(
         [str(CHECKOV), "-d", str(root), "--framework", "kubernetes", "--quiet", "--compact", "-o", "json"],
         capture_output=True,
