@@ -168,7 +168,8 @@ def container_resources(resources: Sequence[Resource]) -> Iterable[tuple[str, st
                     yield workload.urn, f"{label} has no {side} for {', '.join(missing)}"
 
 
-_SECRET_NAME = re.compile(r"(PASSWORD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.IGNORECASE)
+CREDENTIAL_NAME = re.compile(r"(PASSWORD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.IGNORECASE)
+"""Names of environment variables that hold credentials (the spec refuses them in env too)."""
 _SECRET_VALUE = re.compile(
     r"(AKIA[0-9A-Z]{16}|ASIA[0-9A-Z]{16}|hf_[A-Za-z0-9]{30,}|sk-[A-Za-z0-9_-]{20,}|ghp_[A-Za-z0-9]{36}"
     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----)"
@@ -184,7 +185,7 @@ def no_plain_secrets(resources: Sequence[Resource]) -> Iterable[tuple[str, str]]
                 value = variable.get("value")
                 if not isinstance(value, str):
                     continue  # valueFrom: read from a Secret or the pod itself
-                if _SECRET_NAME.search(str(variable.get("name"))) or _SECRET_VALUE.search(value):
+                if CREDENTIAL_NAME.search(str(variable.get("name"))) or _SECRET_VALUE.search(value):
                     yield workload.urn, f"{label} has {variable.get('name')!r} in plain env: read it from a Secret"
             for arg in [*(container.get("command") or []), *(container.get("args") or [])]:
                 if isinstance(arg, str) and _SECRET_VALUE.search(arg):

@@ -29,8 +29,8 @@ from components.spec.images import HEALTH_PATHS, Framework, framework_from_image
 from components.spec.mooncake import Mooncake, Proxy
 from components.spec.region import CapacityType
 from components.spec.sizes import ByteSize
+from policy.rules import CREDENTIAL_NAME
 
-_SECRET_LIKE = re.compile(r"(PASSWORD|SECRET|TOKEN|API_?KEY|ACCESS_?KEY|PRIVATE_?KEY|CREDENTIAL)", re.IGNORECASE)
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
 _CPU = re.compile(r"^([1-9][0-9]{0,3}|[0-9]{1,4}\.[0-9]{1,3}|[1-9][0-9]{0,6}m)$")
 MODELS_DIR = "/models"
@@ -179,7 +179,7 @@ class Endpoint(SpecModel):
     @model_validator(mode="after")
     def _rules_and_defaults(self) -> Self:
         for name in self.env:
-            if _SECRET_LIKE.search(name):
+            if CREDENTIAL_NAME.search(name):
                 raise fail(
                     "secret_in_env",
                     "{name!r} looks like a credential; move it to secret_env ({{secret: <name>, key: <key>}})",
