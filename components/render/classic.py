@@ -8,7 +8,7 @@ from typing import Any
 
 from components import naming
 from components.render.autoscaling import horizontal_pod_autoscaler
-from components.render.kube import endpoint_pods, metadata, network_policy, tcp_ports
+from components.render.kube import endpoint_pods, metadata, network_policy, pod_identity_account, tcp_ports
 from components.render.placement import PlacedEndpoint
 from components.render.pods import PORT_NAME, STARTUP_FAILURE_THRESHOLD, STARTUP_PERIOD_SECONDS, pod_template
 from components.render.route import SERVICE_PORT, route
@@ -129,9 +129,4 @@ def namespace(name: str) -> dict[str, Any]:
 
 def workload_service_account(namespace_name: str) -> dict[str, Any]:
     """The ServiceAccount inference pods run as; EKS Pod Identity binds it to the workload role."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": metadata(naming.WORKLOAD_SERVICE_ACCOUNT, namespace_name, naming.fleet_labels()),
-        "automountServiceAccountToken": False,
-    }
+    return pod_identity_account(naming.WORKLOAD_SERVICE_ACCOUNT, namespace_name, naming.fleet_labels())

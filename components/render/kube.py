@@ -29,6 +29,16 @@ def metadata(name: str, namespace: str | None, labels: Mapping[str, str]) -> dic
     return meta
 
 
+def pod_identity_account(name: str, namespace: str, labels: Mapping[str, str]) -> dict[str, Any]:
+    """A ServiceAccount EKS Pod Identity binds to an IAM role; no Kubernetes API token is mounted."""
+    return {
+        "apiVersion": "v1",
+        "kind": "ServiceAccount",
+        "metadata": metadata(name, namespace, labels),
+        "automountServiceAccountToken": False,
+    }
+
+
 # NetworkPolicy pieces.
 
 

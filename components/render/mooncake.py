@@ -7,7 +7,7 @@ from typing import Any
 from components import naming
 from components.render.autoscaling import horizontal_pod_autoscaler
 from components.render.classic import pod_disruption_budget
-from components.render.kube import metadata
+from components.render.kube import pod_identity_account
 from components.render.kv_transfer import ColdTierTarget
 from components.render.mooncake_roles import (
     cold_tier_staging,
@@ -44,12 +44,7 @@ def cold_tier_target(endpoint: PlacedEndpoint, bucket: str) -> ColdTierTarget:
 
 def kv_service_account(endpoint: PlacedEndpoint) -> dict[str, Any]:
     """The ServiceAccount the cold tier's writers run as (bound to the endpoint's IAM role)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "ServiceAccount",
-        "metadata": metadata(naming.kv_service_account(endpoint.name), endpoint.namespace, endpoint.labels("store")),
-        "automountServiceAccountToken": False,
-    }
+    return pod_identity_account(naming.kv_service_account(endpoint.name), endpoint.namespace, endpoint.labels("store"))
 
 
 def mooncake_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None) -> dict[str, dict[str, Any]]:
