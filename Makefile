@@ -42,9 +42,11 @@ plan: validate
 test: $(STAMP) system-deps $(POLICY_STAMP) $(CHECKOV_STAMP)
 	$(BIN)/python -m pytest
 
-# The Mooncake wheel's store client links Debian's libibverbs1 (the end-to-end store tests).
+# The Mooncake wheel's store client links Debian's libibverbs1 (the end-to-end store tests);
+# openssl makes the certificate authority of the kubeconfig tests.
 system-deps:
-	@ldconfig -p | grep -q 'libibverbs.so.1 ' || { apt-get update -q && apt-get install -y -q libibverbs1; }
+	@{ ldconfig -p | grep -q 'libibverbs.so.1 ' && command -v openssl >/dev/null; } || \
+		{ apt-get update -q && apt-get install -y -q libibverbs1 openssl; }
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

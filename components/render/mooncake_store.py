@@ -20,6 +20,7 @@ from components.render.placement import PlacedEndpoint
 from components.render.pods import base_pod_spec, restricted
 from components.spec.mooncake import Store
 
+MASTER_CONTAINER = "master"
 MASTER_RPC_PORT = 50051
 METADATA_PORT = 8080
 MASTER_METRICS_PORT = 9003
@@ -172,7 +173,7 @@ def master_stateful_set(endpoint: PlacedEndpoint, replicas: int) -> dict[str, An
     pod = base_pod_spec(termination_grace_seconds=30)
     pod["containers"] = [
         {
-            "name": "master",
+            "name": MASTER_CONTAINER,
             "image": endpoint.image,
             "command": ["mooncake_master"],
             "args": master_args(endpoint),

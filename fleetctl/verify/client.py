@@ -4,6 +4,7 @@ retries with backoff only when the connection itself fails (never on an answer).
 from __future__ import annotations
 
 import json
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -25,7 +26,8 @@ class Client:
     headers: dict[str, str] = field(default_factory=dict)
     _start: float = field(default_factory=time.monotonic)
 
-    def _left(self) -> float:
+    def left(self) -> float:
+        """Seconds before the deadline; raises CheckError once it passed."""
         left = self.deadline - (time.monotonic() - self._start)
         if left <= 0:
             raise CheckError(f"the deadline of {self.deadline:g} s passed")
@@ -34,16 +36,28 @@ class Client:
     def request(self, method: str, url: str, body: Any = None) -> tuple[int, Any]:
         """(status, decoded JSON or None) of one request; raises CheckError on a transport failure."""
         data = None if body is None else json.dumps(body).encode()
-        headers = {**self.headers, **({"Content-Type": "application/json"} if data is not None else {})}
+        status, raw = self.fetch(method, url, data, {"Content-Type": "application/json"} if data is not None else {})
+        return status, _decode(raw)
+
+    def fetch(
+        self,
+        method: str,
+        url: str,
+        data: bytes | None = None,
+        headers: dict[str, str] | None = None,
+        context: ssl.SSLContext | None = None,
+    ) -> tuple[int, bytes]:
+        """(status, body) of one request; raises CheckError on a transport failure."""
+        headers = {**self.headers, **(headers or {})}
         delay = 0.5
         for attempt in range(self.retries + 1):
-            timeout = min(self.timeout, self._left())
+            timeout = min(self.timeout, self.left())
             request = urllib.request.Request(url, data=data, method=method, headers=headers)
             try:
-                with urllib.request.urlopen(request, timeout=timeout) as response:
-                    return response.status, _decode(response.read())
+                with urllib.request.urlopen(request, timeout=timeout, context=context) as response:
+                    return response.status, response.read()
             except urllib.error.HTTPError as error:
-                return error.code, _decode(error.read())
+                return error.code, error.read()
             except urllib.error.URLError as error:
                 if isinstance(error.reason, TimeoutError):
                     raise CheckError(f"{method} {url}: no answer within {timeout:.1f} s") from None
@@ -54,7 +68,7 @@ class Client:
             except ConnectionError as error:
                 if attempt == self.retries:
                     raise CheckError(f"{method} {url}: connection failed ({error})") from None
-            time.sleep(min(delay, self._left()))
+            time.sleep(min(delay, self.left()))
             delay *= 2
         raise AssertionError("unreachable")
 

@@ -1,8 +1,10 @@
 """fleetctl verify: every endpoint and region of a deployed stack, through its real route.
 
-The routed addresses come from the stack's `endpoints` output (`pulumi stack output --json`,
-or a file given with --outputs); what to ask each endpoint comes from the stack file (its
-framework, its Mooncake mode, its canary). Exit 0 only when every check passed.
+The routed addresses and each region's kubeconfig come from the stack's outputs
+(`pulumi stack output --json --show-secrets`, or a file given with --outputs); what to ask
+each endpoint comes from the stack file (its framework, its Mooncake mode, its canary).
+The canary's share and the Mooncake evidence are read from the pods through the Kubernetes
+API. Exit 0 only when every check passed.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +24,16 @@ from components.spec import Endpoint, StackSpec, parse_stack_config
 from components.spec.errors import ProblemsError
 from fleetctl.stackfile import read_stack_file, stack_path
 from fleetctl.verify.client import CheckError, Client
+from fleetctl.verify.incluster import (
+    Target,
+    UnverifiedError,
+    canary_share,
+    engine_protocols,
+    kv_store,
+    kv_transfer,
+    kv_transport,
+)
+from fleetctl.verify.kube import Cluster, connect
 from fleetctl.verify.schemas import TritonModel, request_check
 
 
@@ -52,6 +65,12 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--triton-model", default="identity", help="Triton model to infer on (an identity model)")
     parser.add_argument("--triton-input", default="INPUT0")
     parser.add_argument("--triton-output", default="OUTPUT0")
+    parser.add_argument(
+        "--canary-requests", type=int, default=200, help="requests sent to measure a canary's share (default 200)"
+    )
+    parser.add_argument(
+        "--log-wait", type=float, default=30.0, help="seconds to wait for pods to log a request's KV (default 30)"
+    )
     parser.add_argument("--output", choices=("table", "json"), default="table")
     return parser
 
@@ -61,7 +80,10 @@ def stack_outputs(arguments: argparse.Namespace, stack: str) -> dict[str, Any]:
         loaded: dict[str, Any] = json.loads(arguments.outputs.read_text())
         return loaded
     completed = subprocess.run(
-        ["pulumi", "stack", "output", "--json", "--stack", stack], capture_output=True, text=True, check=False
+        ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     if completed.returncode != 0:
         raise CheckError(f"pulumi stack output --stack {stack} failed: {completed.stderr.strip()}")
@@ -71,8 +93,18 @@ def stack_outputs(arguments: argparse.Namespace, stack: str) -> dict[str, Any]:
 
 def verify(spec: StackSpec, outputs: dict[str, Any], client: Client, arguments: argparse.Namespace) -> list[Check]:
     records = outputs.get("endpoints") or {}
+    kubeconfigs = outputs.get("kubeconfigs") or {}
+    clusters: dict[str, Cluster] = {}
     triton = TritonModel(arguments.triton_model, arguments.triton_input, arguments.triton_output)
     checks: list[Check] = []
+
+    def cluster(region: str) -> Cluster:
+        if region not in clusters:
+            if not kubeconfigs.get(region):
+                raise CheckError(f"no kubeconfig for {region} in the stack's outputs (kubeconfigs, a secret)")
+            clusters[region] = connect(kubeconfigs[region], client)
+        return clusters[region]
+
     for placement in spec.placements:
         name, region = placement.endpoint, placement.region
         if (arguments.endpoint and name != arguments.endpoint) or (arguments.region and region != arguments.region):
@@ -82,7 +114,9 @@ def verify(spec: StackSpec, outputs: dict[str, Any], client: Client, arguments: 
         if not record or not record.get("address"):
             checks.append(Check(name, region, "address", "failed", "no routed address in the stack's outputs"))
             continue
-        checks += endpoint_checks(name, region, endpoint, str(record["address"]).rstrip("/"), client, triton)
+        address = str(record["address"]).rstrip("/")
+        checks += endpoint_checks(name, region, endpoint, address, client, triton)
+        checks += cluster_checks(name, region, endpoint, address, partial(cluster, region), client, arguments)
     return checks
 
 
@@ -103,14 +137,40 @@ def endpoint_checks(
     assert endpoint.framework is not None
     request = request_check(endpoint.framework, triton)
     attempt("request", lambda: request(client, address))
+    return checks
+
+
+def cluster_checks(
+    name: str,
+    region: str,
+    endpoint: Endpoint,
+    address: str,
+    cluster: Callable[[], Cluster],
+    client: Client,
+    arguments: argparse.Namespace,
+) -> list[Check]:
+    """The checks that read the pods: the canary's share, Mooncake's KV evidence."""
+    wanted: list[tuple[str, Callable[[Target], str]]] = []
     if endpoint.canary is not None:
-        checks.append(
-            Check(name, region, "canary share", "unverified", "needs the pods' request metrics: not implemented yet")
-        )
-    if endpoint.mooncake is not None:
-        checks.append(
-            Check(name, region, "kv transfer", "unverified", "needs the role pods' metrics: not implemented yet")
-        )
+        triton = TritonModel(arguments.triton_model, arguments.triton_input, arguments.triton_output)
+        wanted.append(("canary share", lambda target: canary_share(target, arguments.canary_requests, triton)))
+    mooncake = endpoint.mooncake
+    if mooncake is not None:
+        if mooncake.split:
+            wanted.append(("kv transfer", kv_transfer))
+        if mooncake.store_enabled:
+            wanted.append(("kv store", kv_store))
+        if "rdma" in engine_protocols(endpoint):
+            wanted.append(("kv transport", kv_transport))
+    checks: list[Check] = []
+    for check, action in wanted:
+        try:
+            target = Target(name, region, endpoint, address, cluster(), client, arguments.log_wait)
+            checks.append(Check(name, region, check, "passed", action(target)))
+        except UnverifiedError as reason:
+            checks.append(Check(name, region, check, "unverified", str(reason)))
+        except CheckError as error:
+            checks.append(Check(name, region, check, "failed", str(error)))
     return checks
 
 

@@ -53,10 +53,10 @@ def _ok(status: int, body: Any, what: str) -> Any:
     return body
 
 
-def vllm(client: Client, address: str) -> str:
+def vllm(client: Client, address: str, prompt: str = PROMPT) -> str:
     models = _ok(*client.request("GET", f"{address}/v1/models"), "GET /v1/models")
     model = _text(models, "data", 0, "id")
-    body = {"model": model, "prompt": PROMPT, "max_tokens": MAX_TOKENS, "temperature": 0}
+    body = {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0}
     answer = _ok(*client.request("POST", f"{address}/v1/completions", body), "POST /v1/completions")
     return _text(answer, "choices", 0, "text")
 

@@ -1,0 +1,191 @@
+"""Checks that need the cluster as well as the route: which workload answered (the canary's
+share), and whether KV really moved through Mooncake (and over the intended transport).
+
+The pods are reached through the Kubernetes API: metrics by the API server's pod proxy on the
+server port (the one port every classic endpoint's NetworkPolicy opens), logs through the
+kubelet (which no NetworkPolicy sees). Each check raises CheckError naming what was wrong, or
+UnverifiedError when what it needs does not exist."""
+
+from __future__ import annotations
+
+import math
+import secrets
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from components import naming
+from components.render.mooncake_store import MASTER_CONTAINER
+from components.render.pods import SERVER_CONTAINER
+from components.spec import Endpoint
+from fleetctl.verify import evidence
+from fleetctl.verify.canary import p_value, tolerance
+from fleetctl.verify.client import CheckError, Client
+from fleetctl.verify.kube import Cluster, Pod
+from fleetctl.verify.schemas import TritonModel, request_check, vllm
+
+POLL_SECONDS = 2.0
+FILLER = "Mooncake moves the key-value cache from the prefill pods to the decode pods. "
+FILLER_REPEATS = 40
+"""About 600 tokens: dozens of full KV blocks, so there is something to move and to store."""
+
+
+class UnverifiedError(Exception):
+    """The check cannot be made for this endpoint (not a pass); the message says why."""
+
+
+@dataclass(frozen=True)
+class Target:
+    name: str
+    region: str
+    endpoint: Endpoint
+    address: str
+    cluster: Cluster
+    client: Client
+    log_wait: float
+    """Seconds to wait for the pods to log what a request did (vLLM and Mooncake log every 10 s)."""
+
+    @property
+    def namespace(self) -> str:
+        return self.endpoint.namespace
+
+    def pods(self, role: naming.Role) -> list[Pod]:
+        pods = self.cluster.running_pods(self.namespace, naming.selector_labels(self.name, role))
+        if not pods:
+            raise CheckError(f"no running {role} pods of {self.name} in namespace {self.namespace}")
+        return pods
+
+
+def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
+    """Send ``requests`` through the route and count, in the pods' own request counters, how
+    many the canary answered; hold the count to the configured weight (exact binomial test)."""
+    endpoint = target.endpoint
+    assert endpoint.canary is not None
+    assert endpoint.framework is not None
+    sample = evidence.SERVED_COUNTERS.get(endpoint.framework)
+    if sample is None:
+        raise UnverifiedError(
+            f"{endpoint.framework} serves its metrics off the server port, which the NetworkPolicy closes"
+        )
+    before = {role: _counters(target, role, sample) for role in ("server", "canary")}
+    request = request_check(endpoint.framework, triton)
+    for _ in range(requests):
+        request(target.client, target.address)
+    after = {role: _counters(target, role, sample) for role in ("server", "canary")}
+    served = {}
+    for role in ("server", "canary"):
+        if before[role].keys() != after[role].keys():
+            raise CheckError(f"the {role} pods changed during the measurement; run verify again")
+        served[role] = round(sum(after[role][pod] - before[role][pod] for pod in after[role]))
+        if served[role] < 0:
+            raise CheckError(f"a {role} pod's {sample} went down (a restart) during the measurement")
+    total = served["server"] + served["canary"]
+    if total < requests:
+        raise CheckError(f"the pods counted {total} of the {requests} requests sent ({sample})")
+    hits, weight = served["canary"], endpoint.canary.weight
+    low, high = tolerance(total, weight)
+    detail = (
+        f"canary answered {hits} of {total} requests ({hits / total:.1%}); weight {weight}% "
+        f"accepts {low}..{high} (p={p_value(hits, total, weight):.3g})"
+    )
+    if not low <= hits <= high:
+        raise CheckError(detail)
+    return detail
+
+
+def _counters(target: Target, role: naming.Role, sample: str) -> dict[str, float]:
+    port = target.endpoint.port
+    counts = {}
+    for pod in target.pods(role):
+        value = evidence.counter_total(target.cluster.pod_metrics(target.namespace, pod.name, port), sample)
+        if value is None:
+            hint = " (SGLang serves it only with --enable-metrics in args)" if sample.startswith("sglang") else ""
+            raise CheckError(f"pod {pod.name}: its /metrics on port {port} has no counter {sample}{hint}")
+        counts[pod.name] = value
+    return counts
+
+
+def kv_transfer(target: Target) -> str:
+    """A prompt no pod has seen, through the proxy; then the prefill pods (which push the KV)
+    must log a successful Mooncake transfer, and no role pod a failed one."""
+    started = time.monotonic()
+    vllm(target.client, target.address, _unseen_prompt())
+    pods = {role: target.pods(role) for role in ("prefill", "decode")}
+
+    def observed() -> str | None:
+        since = math.ceil(time.monotonic() - started) + 1
+        logs = {
+            role: [target.cluster.log(target.namespace, pod.name, SERVER_CONTAINER, since) for pod in each]
+            for role, each in pods.items()
+        }
+        counts = {role: [evidence.transfers(log) for log in each] for role, each in logs.items()}
+        failed = sum(count.failed for each in counts.values() for count in each)
+        if failed:
+            raise CheckError(f"the role pods' logs report {failed} failed KV transfers or receives")
+        successful = sum(count.successful for count in counts["prefill"])
+        return f"prefill pods logged {successful} successful Mooncake transfers" if successful else None
+
+    return _await(target, observed, "no prefill pod logged a successful Mooncake transfer ('KV Transfer metrics')")
+
+
+def kv_store(target: Target) -> str:
+    """A prompt no pod has seen; then the endpoint's Mooncake master must log stored objects."""
+    started = time.monotonic()
+    vllm(target.client, target.address, _unseen_prompt())
+    masters = target.pods("store")
+
+    def observed() -> str | None:
+        since = math.ceil(time.monotonic() - started) + 1
+        logs = [target.cluster.log(target.namespace, pod.name, MASTER_CONTAINER, since) for pod in masters]
+        return "the Mooncake master logged stored objects" if any(map(evidence.store_puts, logs)) else None
+
+    return _await(target, observed, "the Mooncake master logged no stored object ('Master Admin Metrics' PutEnd)")
+
+
+def engine_protocols(endpoint: Endpoint) -> set[str]:
+    """The protocols of the endpoint's Mooncake transfer engines (P2P transfer, store client)."""
+    mooncake = endpoint.mooncake
+    if mooncake is None:
+        return set()
+    return ({mooncake.transfer.protocol} if mooncake.split else set()) | (
+        {mooncake.store.protocol or mooncake.transfer.protocol} if mooncake.store_enabled else set()
+    )
+
+
+def kv_transport(target: Target) -> str:
+    """Over rdma every transfer engine of the role pods must have found EFA devices; an
+    engine that found none installed TCP, silently, and this check fails loudly."""
+    mooncake = target.endpoint.mooncake
+    assert mooncake is not None
+    if engine_protocols(target.endpoint) != {"rdma"}:
+        raise UnverifiedError("the transfer and the store use different protocols; their engines' logs look alike")
+    roles: tuple[naming.Role, ...] = ("prefill", "decode") if mooncake.split else ("server",)
+    engines = 0
+    for role in roles:
+        for pod in target.pods(role):
+            for container in pod.containers:
+                installed = evidence.transport(target.cluster.log(target.namespace, pod.name, container))
+                if installed == "tcp":
+                    raise CheckError(
+                        f"RDMA NOT IN USE: pod {pod.name} container {container}: the Mooncake transfer engine found "
+                        "no RDMA devices and installed TCP; KV moves over TCP, not EFA"
+                    )
+                engines += installed is not None
+    if not engines:
+        raise UnverifiedError("no role pod's log says which transport its Mooncake transfer engine installed")
+    return f"{engines} transfer engines found RDMA devices, none installed TCP"
+
+
+def _unseen_prompt() -> str:
+    return f"Request {secrets.token_hex(8)} from fleetctl verify. " + FILLER * FILLER_REPEATS
+
+
+def _await(target: Target, observed: Callable[[], str | None], missing: str) -> str:
+    waited_until = time.monotonic() + target.log_wait
+    while True:
+        found = observed()
+        if found is not None:
+            return found
+        if time.monotonic() >= waited_until:
+            raise CheckError(f"{missing} within {target.log_wait:g} s of the request")
+        time.sleep(min(POLL_SECONDS, target.client.left(), max(0.0, waited_until - time.monotonic())))

@@ -1,0 +1,274 @@
+"""Inside a private network namespace: a Kubernetes API stand-in (pods, the pod proxy's
+/metrics, container logs, bearer-token auth) and a route in front of those pods, then
+`fleetctl verify` against both. Prints the verify exit code and its JSON checks.
+
+The pods behave per case (the endpoint's name): a route that splits at the canary's weight
+or not, prefill pods that log Mooncake transfers or do not, a master that logs stored objects
+or not, transfer engines that found RDMA devices or installed TCP. The TCP case's log is the
+real Mooncake transfer engine's, asked for rdma in this namespace (which has no RDMA device).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, generate_latest
+
+from fleetctl.verify.command import main as verify
+from tests.e2e.store_driver import private_network
+
+TOKEN = "k8s-aws-v1.verify-test-token"
+NAMESPACE = "inference"
+SHARES = {"canary-good": 0.10, "canary-tgi": 0.10, "canary-skewed": 0.5}
+"""The share of requests the route really sends to the canary, per case."""
+
+# What vLLM's stat logger prints for MooncakeConnector: "KVConnectorType: %s, KV Transfer metrics: %s",
+# the fields of MooncakeKVConnectorStats.reduce() joined as "key=value, ...".
+REDUCED = {
+    "Num successful transfers": 1,
+    "Avg xfer time (ms)": 2.113,
+    "P90 xfer time (ms)": 2.113,
+    "Avg MB per transfer": 36.0,
+    "Throughput (MB/s)": 17037.387,
+    "Avg number of descriptors": 36.0,
+    "Num failed transfers": 0,
+    "Num failed recvs": 0,
+    "Num KV expired reqs": 0,
+}
+MASTER_SUMMARY = (
+    "I1129 19:24:54.113147 30733 master_admin_service.cpp:301] Master Admin Metrics: role=leader, state=serving, "
+    "service_ready=true, master={{Mem Storage: 2.93 KB / 64.00 MB (0.0%) | Keys: 3 (soft-pinned: 0) | Clients: 1 | "
+    "Requests (Success/Total per sec): PutStart={rate}/{rate}, PutEnd={rate}/{rate}, PutRevoke=0.00/0.00, "
+    "Get=0.00/0.00 | Batch Requests (per sec, Req=Success/PartialSuccess/Total, Item=Success/Total): "
+    "PutStart:(Req=0.00/0.00/0.00, Item=0.00/0.00), PutEnd:(Req=0.00/0.00/0.00, Item=0.00/0.00)}}"
+)
+RDMA_FOUND = (
+    "I1129 19:20:01.100000 41 transfer_engine_impl.cpp:259] Auto-discovering topology...\n"
+    "I1129 19:20:01.300000 41 transfer_engine_impl.cpp:274] Topology discovery complete. Found 32 HCAs.\n"
+    "I1129 19:20:01.300100 41 transfer_engine_impl.cpp:290] installTransport, type=rdma\n"
+)
+
+
+def vllm_log(fields: dict[str, Any]) -> str:
+    joined = ", ".join(f"{key}={value}" for key, value in fields.items())
+    return f"INFO 11-29 19:30:01 [loggers.py:248] KVConnectorType: MooncakeConnector, KV Transfer metrics: {joined}"
+
+
+@dataclass
+class Pod:
+    name: str
+    labels: dict[str, str]
+    containers: tuple[str, ...] = ("server",)
+    framework: str = "vllm"
+    counted: bool = True
+    logs: list[tuple[float, str, str]] = field(default_factory=list)
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    served: int = 0
+
+    def __post_init__(self) -> None:
+        self.counter = Counter(
+            "vllm:request_success",
+            "Count of successfully processed requests.",
+            ["model_name", "engine", "finished_reason"],
+            registry=self.registry,
+        )
+        self.counter.labels("/models/qwen3-8b", "0", "stop").inc(7)  # traffic before the run
+
+    def serve(self) -> None:
+        if self.counted:
+            self.served += 1
+            self.counter.labels("/models/qwen3-8b", "0", "length").inc()
+
+    def metrics(self) -> bytes:
+        if self.framework == "tgi":  # the Rust metrics exporter: no _total suffix, no labels
+            return f"# TYPE tgi_request_success counter\ntgi_request_success {7 + self.served}\n".encode()
+        return generate_latest(self.registry)
+
+    def log(self, container: str, text: str) -> None:
+        self.logs += [(time.monotonic(), container, line) for line in text.splitlines()]
+
+
+class Cluster:
+    def __init__(self, cases: list[str], engine_log: str) -> None:
+        self.pods: dict[str, Pod] = {}
+        self.random = random.Random(20261129)
+        for case in cases:
+            if case.startswith("canary"):
+                framework = "tgi" if case == "canary-tgi" else "vllm"
+                counted = case != "canary-uncounted"
+                for index in range(2):
+                    self.add(case, "server", f"{case}-6d5f8-{index}", framework=framework, counted=counted)
+                self.add(case, "canary", f"{case}-canary-84c1a-0", framework=framework, counted=counted)
+            elif case.startswith("store"):
+                self.add(case, "server", f"{case}-5c7d9-0")
+                master = self.add(case, "store", f"{case}-store-0", containers=("master",))
+                master.log("master", MASTER_SUMMARY.format(rate="0.00"))
+            else:
+                for role, name in (("prefill", f"{case}-prefill-0"), ("decode", f"{case}-decode-7b9c4-0")):
+                    self.add(case, role, name).log("server", engine_log if case == "rdma-fallback" else RDMA_FOUND)
+
+    def add(self, case: str, role: str, name: str, **options: Any) -> Pod:
+        labels = {"app.kubernetes.io/name": case, "app.kubernetes.io/component": role}
+        self.pods[name] = Pod(name, labels, **options)
+        return self.pods[name]
+
+    def of(self, case: str, role: str) -> list[Pod]:
+        wanted = {"app.kubernetes.io/name": case, "app.kubernetes.io/component": role}
+        return [pod for pod in self.pods.values() if pod.labels == wanted]
+
+    def route(self, case: str) -> None:
+        """One request through the case's route: which pods it reaches, and what they log."""
+        if case.startswith("canary"):
+            canary = self.random.random() < SHARES.get(case, 0.10)
+            self.random.choice(self.of(case, "canary" if canary else "server")).serve()
+            return
+        later = threading.Timer(0.5, self.after_request, (case,))
+        later.daemon = True
+        later.start()
+
+    def after_request(self, case: str) -> None:
+        """What the pods log a little later (vLLM and the master log every 10 s; here sooner)."""
+        if case.startswith("store"):
+            rate = "0.00" if case == "store-silent" else "0.30"
+            for master in self.of(case, "store"):
+                master.log("master", MASTER_SUMMARY.format(rate=rate))
+            return
+        if case == "pd-silent":
+            return
+        if case == "pd-failed":
+            for decode in self.of(case, "decode"):
+                decode.log("server", vllm_log({**REDUCED, "Num successful transfers": 0, "Num failed recvs": 1}))
+            return
+        for prefill in self.of(case, "prefill"):
+            prefill.log("server", vllm_log(REDUCED))
+
+
+class Api(BaseHTTPRequestHandler):
+    cluster: Cluster
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def reply(self, status: int, body: bytes, kind: str = "application/json") -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+    def status(self, code: int, message: str) -> None:
+        self.reply(code, json.dumps({"kind": "Status", "status": "Failure", "message": message, "code": code}).encode())
+
+    def do_GET(self) -> None:
+        if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            self.status(401, "Unauthorized")
+            return
+        url = urllib.parse.urlsplit(self.path)
+        query = dict(urllib.parse.parse_qsl(url.query))
+        pods = self.cluster.pods
+        if (match := re.fullmatch(rf"/api/v1/namespaces/{NAMESPACE}/pods", url.path)) is not None:
+            wanted = dict(term.split("=", 1) for term in query["labelSelector"].split(","))
+            items = [
+                {
+                    "metadata": {"name": pod.name, "namespace": NAMESPACE, "labels": pod.labels},
+                    "spec": {"containers": [{"name": name} for name in pod.containers]},
+                    "status": {"phase": "Running"},
+                }
+                for pod in pods.values()
+                if wanted.items() <= pod.labels.items()
+            ]
+            self.reply(200, json.dumps({"kind": "PodList", "apiVersion": "v1", "items": items}).encode())
+        elif match := re.fullmatch(rf"/api/v1/namespaces/{NAMESPACE}/pods/([^/:]+):8000/proxy/metrics", url.path):
+            pod = pods.get(match.group(1))
+            if pod is None:
+                self.status(404, f'pods "{match.group(1)}" not found')
+            else:
+                self.reply(200, pod.metrics(), "text/plain; version=0.0.4; charset=utf-8")
+        elif match := re.fullmatch(rf"/api/v1/namespaces/{NAMESPACE}/pods/([^/]+)/log", url.path):
+            pod = pods.get(match.group(1))
+            if pod is None or query.get("container") not in pod.containers:
+                self.status(404, "not found")
+                return
+            since = time.monotonic() - float(query.get("sinceSeconds", "inf"))
+            lines = [line for at, container, line in pod.logs if container == query["container"] and at >= since]
+            text = "".join(line + "\n" for line in lines).encode()
+            self.reply(200, text[: int(query.get("limitBytes", len(text)))], "text/plain")
+        else:
+            self.status(404, "the server could not find the requested resource")
+
+
+class Route(BaseHTTPRequestHandler):
+    cluster: Cluster
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+    def answer(self, body: Any) -> None:
+        raw = json.dumps(body).encode()
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+    def do_GET(self) -> None:
+        if self.path.endswith("/v1/models"):
+            self.answer({"object": "list", "data": [{"id": "/models/qwen3-8b", "object": "model"}]})
+        else:
+            self.answer({})
+
+    def do_POST(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        case = self.path.lstrip("/").split("/")[0]
+        self.cluster.route(case)
+        self.answer({"choices": [{"index": 0, "text": " Paris."}], "generated_text": " Paris."})
+
+
+def real_engine_log() -> str:
+    """What the real Mooncake transfer engine logs when vLLM asks it for rdma on a host
+    without RDMA devices (this namespace)."""
+    program = (
+        "from mooncake.engine import TransferEngine\n"
+        "TransferEngine().initialize('192.0.2.10', 'P2PHANDSHAKE', 'efa', '')\n"
+    )
+    completed = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=60, check=True)
+    return completed.stderr
+
+
+def main() -> None:
+    stack_file, outputs, cases, *extra = sys.argv[1:]
+    private_network([])
+    cluster = Cluster(cases.split(","), real_engine_log())
+    Api.cluster = Route.cluster = cluster
+    servers = [ThreadingHTTPServer(("127.0.0.1", port), handler) for port, handler in ((6443, Api), (8080, Route))]
+    for server in servers:
+        threading.Thread(target=server.serve_forever, daemon=True).start()
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        code = verify(["--stack-file", stack_file, "--outputs", outputs, "--output", "json", *extra])
+    for server in servers:
+        server.shutdown()
+    print(
+        json.dumps({"code": code, "checks": json.loads(printed.getvalue() or "[]"), "engine_log": cluster_log(cluster)})
+    )
+
+
+def cluster_log(cluster: Cluster) -> str:
+    fallback = cluster.pods.get("rdma-fallback-prefill-0")
+    return "\n".join(line for _, _, line in fallback.logs) if fallback else ""
+
+
+if __name__ == "__main__":
+    main()

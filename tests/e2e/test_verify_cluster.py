@@ -1,0 +1,185 @@
+"""fleetctl verify's in-cluster checks (the canary's share, Mooncake's KV evidence) against a
+Kubernetes API stand-in and a route, in a private network namespace: each passes on pods that
+behave and fails, naming what was wrong, on pods that do not."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from fleetctl.verify import evidence
+from tests.e2e.cluster_driver import TOKEN
+from tests.unit.stack_builders import classic_endpoint, mooncake_endpoint, stack_config
+
+ROOT = Path(__file__).resolve().parents[2]
+TGI = "ghcr.io/huggingface/text-generation-inference:3.3.6"
+TRITON = "nvcr.io/nvidia/tritonserver:25.10-py3"
+VLLM = "vllm/vllm-openai:v0.33.0"
+TCP = {"transfer": {"protocol": "tcp"}}
+ENDPOINTS: dict[str, dict[str, Any]] = {
+    "canary-good": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
+    "canary-skewed": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
+    "canary-uncounted": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
+    "canary-tgi": classic_endpoint({"image": TGI, "canary": {"image": TGI, "weight": 10}}),
+    "canary-triton": classic_endpoint({"image": TRITON, "canary": {"image": TRITON, "weight": 10}}),
+    "pd-good": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
+    "pd-silent": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
+    "pd-failed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
+    "store-good": mooncake_endpoint({"node_group": "gpu", "mooncake": {**TCP, "mode": "store", "topology": None}}),
+    "store-silent": mooncake_endpoint({"node_group": "gpu", "mooncake": {**TCP, "mode": "store", "topology": None}}),
+    "rdma-good": mooncake_endpoint(),
+    "rdma-fallback": mooncake_endpoint(),
+}
+GOOD = ["canary-good", "canary-tgi", "pd-good", "store-good", "rdma-good"]
+
+
+def kubeconfig(token: str) -> str:
+    """A kubeconfig like pulumi-eks writes (a JSON string), its exec plugin a real process."""
+    credential = {"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1beta1"}
+    program = f"import json; print(json.dumps({{**{credential!r}, 'status': {{'token': {token!r}}}}}))"
+    return json.dumps(
+        {
+            "apiVersion": "v1",
+            "kind": "Config",
+            "current-context": "aws",
+            "clusters": [{"name": "kubernetes", "cluster": {"server": "http://127.0.0.1:6443"}}],
+            "contexts": [{"name": "aws", "context": {"cluster": "kubernetes", "user": "aws"}}],
+            "users": [
+                {
+                    "name": "aws",
+                    "user": {
+                        "exec": {
+                            "apiVersion": "client.authentication.k8s.io/v1beta1",
+                            "command": sys.executable,
+                            "args": ["-c", program],
+                            "env": [{"name": "AWS_PROFILE", "value": "verify"}],
+                        }
+                    },
+                }
+            ],
+        }
+    )
+
+
+def run(tmp_path: Path, cases: list[str], token: str | None = TOKEN) -> dict[str, Any]:
+    assert os.geteuid() == 0, "the verify tests make a private network namespace: run them as root"
+    if shutil.which("unshare") is None:
+        pytest.fail("util-linux unshare is needed")
+    endpoints = {case: ENDPOINTS[case] for case in cases}
+    config = {f"inference-fleet:{key}": value for key, value in stack_config(endpoints=endpoints).items()}
+    stack = tmp_path / "Pulumi.verify.yaml"
+    with stack.open("w") as handle:
+        YAML(typ="safe", pure=True).dump({"config": config}, handle)
+    outputs: dict[str, Any] = {
+        "endpoints": {case: {"us-east-1": {"address": f"http://127.0.0.1:8080/{case}"}} for case in cases}
+    }
+    if token is not None:
+        outputs["kubeconfigs"] = {"us-east-1": kubeconfig(token)}
+    (tmp_path / "outputs.json").write_text(json.dumps(outputs))
+    command = [sys.executable, "-m", "tests.e2e.cluster_driver", str(stack), str(tmp_path / "outputs.json")]
+    completed = subprocess.run(
+        ["unshare", "-n", "-m", *command, ",".join(cases), "--log-wait", "3", "--timeout", "5"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
+    return result
+
+
+def check(result: dict[str, Any], endpoint: str, name: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [
+        item for item in result["checks"] if (item["endpoint"], item["check"]) == (endpoint, name)
+    ]
+    assert len(found) == 1, found
+    return found[0]
+
+
+@pytest.fixture(scope="module")
+def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return run(tmp_path_factory.mktemp("cluster"), list(ENDPOINTS))
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "name"),
+    [
+        ("canary-good", "canary share"),
+        ("canary-tgi", "canary share"),
+        ("pd-good", "kv transfer"),
+        ("store-good", "kv store"),
+        ("rdma-good", "kv transfer"),
+        ("rdma-good", "kv transport"),
+    ],
+)
+def test_pods_that_behave_pass(result: dict[str, Any], endpoint: str, name: str) -> None:
+    assert check(result, endpoint, name)["status"] == "passed", check(result, endpoint, name)
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "name", "message"),
+    [
+        ("canary-skewed", "canary share", "weight 10% accepts"),
+        ("canary-uncounted", "canary share", "the pods counted 0 of the 200 requests sent"),
+        ("pd-silent", "kv transfer", "no prefill pod logged a successful Mooncake transfer"),
+        ("pd-failed", "kv transfer", "failed KV transfers or receives"),
+        ("store-silent", "kv store", "the Mooncake master logged no stored object"),
+        ("rdma-fallback", "kv transport", "RDMA NOT IN USE: pod rdma-fallback-"),
+    ],
+)
+def test_pods_that_do_not_fail_naming_what_was_wrong(
+    result: dict[str, Any], endpoint: str, name: str, message: str
+) -> None:
+    found = check(result, endpoint, name)
+    assert (found["region"], found["status"]) == ("us-east-1", "failed")
+    assert message in found["detail"]
+
+
+def test_a_skewed_split_reports_the_counts_it_saw(result: dict[str, Any]) -> None:
+    detail = check(result, "canary-skewed", "canary share")["detail"]
+    hits, total = (int(number) for number in detail.split("canary answered ")[1].split(" requests")[0].split(" of "))
+    assert total == 200
+    assert hits > 35  # the route sent about half; weight 10% accepts at most 35 of 200
+
+
+def test_a_canary_whose_metrics_the_policy_closes_is_unverified_not_passed(result: dict[str, Any]) -> None:
+    found = check(result, "canary-triton", "canary share")
+    assert found["status"] == "unverified"
+    assert "NetworkPolicy" in found["detail"]
+
+
+def test_the_real_transfer_engine_asked_for_rdma_without_devices_installs_tcp(result: dict[str, Any]) -> None:
+    assert "Found 0 HCAs." in result["engine_log"]
+    assert evidence.transport(result["engine_log"]) == "tcp"
+
+
+def test_the_run_fails_when_any_check_fails(result: dict[str, Any]) -> None:
+    assert result["code"] == 1
+
+
+def test_every_check_of_pods_that_behave_passes(tmp_path: Path) -> None:
+    good = run(tmp_path, GOOD)
+    assert good["code"] == 0, [item for item in good["checks"] if item["status"] != "passed"]
+
+
+def test_a_wrong_token_fails_with_the_api_servers_answer(tmp_path: Path) -> None:
+    denied = run(tmp_path, ["canary-good"], token="not-the-token")
+    assert "HTTP 401 Unauthorized" in check(denied, "canary-good", "canary share")["detail"]
+
+
+def test_without_kubeconfigs_the_cluster_checks_fail_saying_so(tmp_path: Path) -> None:
+    blind = run(tmp_path, ["canary-good"], token=None)
+    found = check(blind, "canary-good", "canary share")
+    assert found["status"] == "failed"
+    assert "no kubeconfig for us-east-1 in the stack's outputs" in found["detail"]
+    assert check(blind, "canary-good", "request")["status"] == "passed"
