@@ -19,10 +19,13 @@ import time
 from pathlib import Path
 from typing import Any
 
+from fleetctl.verify import evidence
 from tests.e2e import mooncake_reader
 
 HOST_ADDRESS = "192.0.2.10"
 DEADLINE_SECONDS = 30
+SUMMARY_SECONDS = 10
+"""How often mooncake_master logs its admin summary ('Master Admin Metrics: ...')."""
 
 
 def run(*command: str) -> None:
@@ -80,27 +83,54 @@ def exercise(config_path: Path, object_size: int) -> dict[str, object]:
     return result
 
 
-def start(process: dict[str, Any], deadline: float) -> subprocess.Popen[bytes]:
-    """One rendered container: its command and args, its environment ($(POD_IP) is this host)."""
+def start(process: dict[str, Any], log: Path, deadline: float) -> subprocess.Popen[bytes]:
+    """One rendered container: its command and args, its environment ($(POD_IP) is this host),
+    its log (glog writes to stderr) in ``log``."""
     path = f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}"
     env = {**os.environ, "PATH": path, **process["env"]}
     argv = [arg.replace("$(POD_IP)", HOST_ADDRESS) for arg in process["argv"]]
-    popen = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    with log.open("wb") as stderr:
+        popen = subprocess.Popen(argv, env=env, stdout=subprocess.DEVNULL, stderr=stderr)
     wait_for_port(process["port"], deadline)
     return popen
 
 
+def first_summary(log: Path, deadline: float) -> str:
+    """The master's log once it printed its first admin summary (as its admin server starts)."""
+    while "Master Admin Metrics:" not in log.read_text():
+        if time.monotonic() > deadline:
+            raise TimeoutError("mooncake_master printed no admin summary")
+        time.sleep(0.1)
+    return log.read_text()
+
+
+def wait_for_summary(log: Path, after: int) -> str:
+    """The master's log once it printed its admin summary of stored objects (every 10 s)
+    past offset ``after``, or after two summaries' time without one."""
+    deadline = time.monotonic() + 2 * SUMMARY_SECONDS + 5
+    while time.monotonic() < deadline and not evidence.store_puts(log.read_text()[after:]):
+        time.sleep(0.5)
+    return log.read_text()
+
+
 def main() -> None:
-    """argv: a JSON list of processes ({argv, env, port}) started in order, mooncake.json,
-    the KV object size, then the cluster names to resolve to this host."""
+    """argv: a JSON list of processes ({argv, env, port}) started in order (the master
+    first), mooncake.json, the KV object size, then the cluster names to resolve to this host.
+    With STORE_DRIVER_MASTER_SUMMARY set, the master's log before and after the puts too."""
     processes, config_path, object_size, *hostnames = sys.argv[1:]
     private_network(hostnames)
     started: list[subprocess.Popen[bytes]] = []
     deadline = time.monotonic() + DEADLINE_SECONDS
+    logs = Path(tempfile.mkdtemp())
     try:
-        for process in json.loads(processes):
-            started.append(start(process, deadline))
+        for index, process in enumerate(json.loads(processes)):
+            started.append(start(process, logs / f"{index}.log", deadline))
+        summary = bool(os.environ.get("STORE_DRIVER_MASTER_SUMMARY"))
+        before = first_summary(logs / "0.log", deadline) if summary else ""
         result = exercise(Path(config_path), int(object_size))
+        if summary:
+            result["master_log_before"] = before
+            result["master_log"] = wait_for_summary(logs / "0.log", len(before))
     finally:
         for popen in reversed(started):
             popen.terminate()

@@ -21,6 +21,7 @@ from components.render.mooncake_store import (
     master_host,
     master_stateful_set,
 )
+from fleetctl.verify import evidence
 from tests.e2e import mooncake_reader
 from tests.unit.stack_builders import placed_endpoint, stack_config
 
@@ -52,7 +53,9 @@ def container_process(container: dict[str, Any], port: int, env: dict[str, str] 
     return {"argv": [*container["command"], *container["args"]], "env": {**values, **(env or {})}, "port": port}
 
 
-def run_store(endpoint: Any, tmp_path: Path, extra: list[dict[str, Any]]) -> dict[str, Any]:
+def run_store(
+    endpoint: Any, tmp_path: Path, extra: list[dict[str, Any]], env: dict[str, str] | None = None
+) -> dict[str, Any]:
     assert os.geteuid() == 0, "the end-to-end store test makes a private network namespace: run it as root"
     master = master_stateful_set(endpoint, replicas=1)["spec"]["template"]["spec"]["containers"][0]
     config = tmp_path / "mooncake.json"
@@ -72,6 +75,7 @@ def run_store(endpoint: Any, tmp_path: Path, extra: list[dict[str, Any]]) -> dic
             master_host(endpoint),
         ],
         cwd=ROOT,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,
@@ -91,9 +95,14 @@ def assert_served(result: dict[str, Any]) -> None:
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
 def test_real_master_and_client_accept_the_rendered_store(tmp_path: Path) -> None:
-    result = run_store(store_endpoint(), tmp_path, [])
+    result = run_store(store_endpoint(), tmp_path, [], env={"STORE_DRIVER_MASTER_SUMMARY": "1"})
     assert result["mode"] == "embedded"
     assert_served(result)
+    # fleetctl verify's store evidence, held to what the real master logs: its summary
+    # before any object was stored says none was, the first one after the puts says some were.
+    assert "Master Admin Metrics:" in result["master_log_before"]
+    assert not evidence.store_puts(result["master_log_before"])
+    assert evidence.store_puts(result["master_log"])
 
 
 @pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
