@@ -34,6 +34,9 @@ class Adapter:
     """Flags every server of the framework needs, owned by ``port`` (where it listens)."""
     joined: bool = False
     """``--flag=value`` rather than ``--flag value``."""
+    metrics_on: str | None = None
+    """The switch without which the server serves no /metrics on its port (fleetctl verify
+    counts a canary's requests there). Not owned: repeating a switch in args is harmless."""
 
 
 ADAPTERS: dict[Framework, Adapter] = {
@@ -65,6 +68,7 @@ ADAPTERS: dict[Framework, Adapter] = {
         },
         prefix_caching_off="--disable-radix-cache",  # the radix cache is on by default
         fixed=(("--host", "0.0.0.0"),),  # SGLang listens on 127.0.0.1 unless told otherwise
+        metrics_on="--enable-metrics",
     ),
     "tgi": Adapter(
         command=(),
@@ -142,6 +146,8 @@ def server_launch(framework: Framework, inputs: ServerInputs) -> ServerLaunch:
     if caching is not None and adapter.prefix_caching_env is not None:
         env[adapter.prefix_caching_env] = "1" if caching else "0"
         owned[adapter.prefix_caching_env] = "engine.enable_prefix_caching"
+    if adapter.metrics_on is not None:
+        args.append(adapter.metrics_on)
     return ServerLaunch(adapter.command, tuple(args), env, owned)
 
 

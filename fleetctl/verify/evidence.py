@@ -17,9 +17,9 @@ SERVED_COUNTERS: dict[Framework, str] = {
     "tgi": "tgi_request_success",
 }
 """The counter of requests a pod finished, on its server port's /metrics (vLLM and SGLang
-expose it with a ``_total`` suffix, TGI's Rust exporter without). SGLang serves /metrics only
-when started with --enable-metrics; Triton serves its metrics on another port (8002), which
-the endpoint's NetworkPolicy closes."""
+expose it with a ``_total`` suffix, TGI's Rust exporter without; SGLang only with
+--enable-metrics, which the framework adapter renders). Triton serves its metrics on another
+port (8002), which the endpoint's NetworkPolicy closes."""
 
 
 def counter_total(exposition: str, counter: str) -> float | None:

@@ -99,8 +99,7 @@ def _counters(target: Target, role: naming.Role, sample: str) -> dict[str, float
     for pod in target.pods(role):
         value = evidence.counter_total(target.cluster.pod_metrics(target.namespace, pod.name, port), sample)
         if value is None:
-            hint = " (SGLang serves it only with --enable-metrics in args)" if sample.startswith("sglang") else ""
-            raise CheckError(f"pod {pod.name}: its /metrics on port {port} has no counter {sample}{hint}")
+            raise CheckError(f"pod {pod.name}: its /metrics on port {port} has no counter {sample}")
         counts[pod.name] = value
     return counts
 

@@ -89,6 +89,11 @@ def test_each_framework_renders_the_context_length_with_its_own_flag(image: str,
     assert args[args.index(flag) + 1] == "4096"
 
 
+def test_sglang_serves_the_metrics_verify_counts_a_canarys_requests_in() -> None:
+    args = server(rendered({"image": "lmsysorg/sglang:v0.5.6"}))["args"]
+    assert "--enable-metrics" in args  # without it SGLang serves no /metrics at all
+
+
 def test_tgi_reads_prefix_caching_from_its_environment() -> None:
     container = server(
         rendered(
