@@ -61,7 +61,7 @@ def parser() -> argparse.ArgumentParser:
         "--auth-env", metavar="VAR", help="send 'Authorization: Bearer $VAR' (the value never in config)"
     )
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
-    parser.add_argument("--deadline", type=float, default=300.0, help="seconds for the whole run (default 300)")
+    parser.add_argument("--deadline", type=float, default=600.0, help="seconds for the whole run (default 600)")
     parser.add_argument("--triton-model", default="identity", help="Triton model to infer on (an identity model)")
     parser.add_argument("--triton-input", default="INPUT0")
     parser.add_argument("--triton-output", default="OUTPUT0")

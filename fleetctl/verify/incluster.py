@@ -12,6 +12,7 @@ import math
 import secrets
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from components import naming
@@ -25,6 +26,7 @@ from fleetctl.verify.kube import Cluster, Pod
 from fleetctl.verify.schemas import TritonModel, request_check, vllm
 
 POLL_SECONDS = 2.0
+CONCURRENT_REQUESTS = 8
 FILLER = "Mooncake moves the key-value cache from the prefill pods to the decode pods. "
 FILLER_REPEATS = 40
 """About 600 tokens: dozens of full KV blocks, so there is something to move and to store."""
@@ -69,8 +71,14 @@ def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
         )
     before = {role: _counters(target, role, sample) for role in ("server", "canary")}
     request = request_check(endpoint.framework, triton)
-    for _ in range(requests):
-        request(target.client, target.address)
+    with ThreadPoolExecutor(CONCURRENT_REQUESTS) as pool:
+        sent = [pool.submit(request, target.client, target.address) for _ in range(requests)]
+        try:
+            for answer in sent:
+                answer.result()
+        except CheckError:
+            pool.shutdown(cancel_futures=True)  # the first failure fails the check; send no more
+            raise
     after = {role: _counters(target, role, sample) for role in ("server", "canary")}
     served = {}
     for role in ("server", "canary"):

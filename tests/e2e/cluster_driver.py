@@ -128,15 +128,19 @@ class Cluster:
         wanted = {"app.kubernetes.io/name": case, "app.kubernetes.io/component": role}
         return [pod for pod in self.pods.values() if pod.labels == wanted]
 
-    def route(self, case: str) -> None:
-        """One request through the case's route: which pods it reaches, and what they log."""
+    def route(self, case: str) -> bool:
+        """One request through the case's route: which pods it reaches, and what they log.
+        False when the pod that got it fails it (the broken canary's)."""
         if case.startswith("canary"):
             canary = self.random.random() < SHARES.get(case, 0.10)
+            if canary and case == "canary-broken":
+                return False
             self.random.choice(self.of(case, "canary" if canary else "server")).serve()
-            return
+            return True
         later = threading.Timer(0.5, self.after_request, (case,))
         later.daemon = True
         later.start()
+        return True
 
     def after_request(self, case: str) -> None:
         """What the pods log a little later (vLLM and the master log every 10 s; here sooner)."""
@@ -215,9 +219,9 @@ class Route(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
-    def answer(self, body: Any) -> None:
+    def answer(self, body: Any, status: int = 200) -> None:
         raw = json.dumps(body).encode()
-        self.send_response(200)
+        self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(raw)))
         self.end_headers()
@@ -232,8 +236,10 @@ class Route(BaseHTTPRequestHandler):
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         case = self.path.lstrip("/").split("/")[0]
-        self.cluster.route(case)
-        self.answer({"choices": [{"index": 0, "text": " Paris."}], "generated_text": " Paris."})
+        if self.cluster.route(case):
+            self.answer({"choices": [{"index": 0, "text": " Paris."}], "generated_text": " Paris."})
+        else:
+            self.answer({"object": "error", "message": "CUDA error: an illegal memory access"}, status=500)
 
 
 def real_engine_log() -> str:

@@ -28,6 +28,7 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
     "canary-good": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
     "canary-skewed": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
     "canary-uncounted": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
+    "canary-broken": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
     "canary-tgi": classic_endpoint({"image": TGI, "canary": {"image": TGI, "weight": 10}}),
     "canary-triton": classic_endpoint({"image": TRITON, "canary": {"image": TRITON, "weight": 10}}),
     "pd-good": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
@@ -131,6 +132,7 @@ def test_pods_that_behave_pass(result: dict[str, Any], endpoint: str, name: str)
     [
         ("canary-skewed", "canary share", "weight 10% accepts"),
         ("canary-uncounted", "canary share", "the pods counted 0 of the 200 requests sent"),
+        ("canary-broken", "canary share", "POST /v1/completions: HTTP 500"),
         ("pd-silent", "kv transfer", "no prefill pod logged a successful Mooncake transfer"),
         ("pd-failed", "kv transfer", "failed KV transfers or receives"),
         ("store-silent", "kv store", "the Mooncake master logged no stored object"),
