@@ -16,6 +16,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 from components import naming
+from components.render.frameworks import flag_name
 from components.render.mooncake_store import MASTER_CONTAINER
 from components.render.pods import SERVER_CONTAINER
 from components.spec import Endpoint
@@ -115,6 +116,8 @@ def _counters(target: Target, role: naming.Role, sample: str) -> dict[str, float
 def kv_transfer(target: Target) -> str:
     """A prompt no pod has seen, through the proxy; then the prefill pods (which push the KV)
     must log a successful Mooncake transfer, and no role pod a failed one."""
+    if any(flag_name(arg) == "--disable-log-stats" for arg in target.endpoint.args):
+        raise UnverifiedError("--disable-log-stats in args: vLLM logs no KV transfer stats")
     started = time.monotonic()
     vllm(target.client, target.address, _unseen_prompt())
     pods = {role: target.pods(role) for role in ("prefill", "decode")}

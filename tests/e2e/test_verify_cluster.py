@@ -34,6 +34,7 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
     "pd-good": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
     "pd-silent": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
     "pd-failed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
+    "pd-quiet": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "args": ["--disable-log-stats"]}),
     "store-good": mooncake_endpoint({"node_group": "gpu", "mooncake": {**TCP, "mode": "store", "topology": None}}),
     "store-silent": mooncake_endpoint({"node_group": "gpu", "mooncake": {**TCP, "mode": "store", "topology": None}}),
     "rdma-good": mooncake_endpoint(),
@@ -158,6 +159,14 @@ def test_a_canary_whose_metrics_the_policy_closes_is_unverified_not_passed(resul
     found = check(result, "canary-triton", "canary share")
     assert found["status"] == "unverified"
     assert "NetworkPolicy" in found["detail"]
+
+
+def test_transfers_a_server_does_not_log_are_unverified_not_failed(result: dict[str, Any]) -> None:
+    found = check(result, "pd-quiet", "kv transfer")
+    assert (found["status"], found["detail"]) == (
+        "unverified",
+        "--disable-log-stats in args: vLLM logs no KV transfer stats",
+    )
 
 
 def test_the_real_transfer_engine_asked_for_rdma_without_devices_installs_tcp(result: dict[str, Any]) -> None:
