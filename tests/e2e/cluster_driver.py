@@ -28,6 +28,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from fleetctl.verify.command import main as verify
 from tests.e2e.store_driver import private_network
+from tests.e2e.verify_driver import GOOD, reply
 
 TOKEN = "k8s-aws-v1.verify-test-token"
 NAMESPACE = "inference"
@@ -165,15 +166,9 @@ class Api(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
 
-    def reply(self, status: int, body: bytes, kind: str = "application/json") -> None:
-        self.send_response(status)
-        self.send_header("Content-Type", kind)
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
     def status(self, code: int, message: str) -> None:
-        self.reply(code, json.dumps({"kind": "Status", "status": "Failure", "message": message, "code": code}).encode())
+        body = {"kind": "Status", "status": "Failure", "message": message, "code": code}
+        reply(self, code, json.dumps(body).encode())
 
     def do_GET(self) -> None:
         if self.headers.get("Authorization") != f"Bearer {TOKEN}":
@@ -193,13 +188,13 @@ class Api(BaseHTTPRequestHandler):
                 for pod in pods.values()
                 if wanted.items() <= pod.labels.items()
             ]
-            self.reply(200, json.dumps({"kind": "PodList", "apiVersion": "v1", "items": items}).encode())
+            reply(self, 200, json.dumps({"kind": "PodList", "apiVersion": "v1", "items": items}).encode())
         elif match := re.fullmatch(rf"/api/v1/namespaces/{NAMESPACE}/pods/([^/:]+):8000/proxy/metrics", url.path):
             pod = pods.get(match.group(1))
             if pod is None:
                 self.status(404, f'pods "{match.group(1)}" not found')
             else:
-                self.reply(200, pod.metrics(), "text/plain; version=0.0.4; charset=utf-8")
+                reply(self, 200, pod.metrics(), "text/plain; version=0.0.4; charset=utf-8")
         elif match := re.fullmatch(rf"/api/v1/namespaces/{NAMESPACE}/pods/([^/]+)/log", url.path):
             pod = pods.get(match.group(1))
             if pod is None or query.get("container") not in pod.containers:
@@ -208,7 +203,7 @@ class Api(BaseHTTPRequestHandler):
             since = time.monotonic() - float(query.get("sinceSeconds", "inf"))
             lines = [line for at, container, line in pod.logs if container == query["container"] and at >= since]
             text = "".join(line + "\n" for line in lines).encode()
-            self.reply(200, text[: int(query.get("limitBytes", len(text)))], "text/plain")
+            reply(self, 200, text[: int(query.get("limitBytes", len(text)))], "text/plain")
         else:
             self.status(404, "the server could not find the requested resource")
 
@@ -220,18 +215,10 @@ class Route(BaseHTTPRequestHandler):
         pass
 
     def answer(self, body: Any, status: int = 200) -> None:
-        raw = json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
+        reply(self, status, json.dumps(body).encode())
 
     def do_GET(self) -> None:
-        if self.path.endswith("/v1/models"):
-            self.answer({"object": "list", "data": [{"id": "/models/qwen3-8b", "object": "model"}]})
-        else:
-            self.answer({})
+        self.answer(GOOD[("GET", "/v1/models")] if self.path.endswith("/v1/models") else {})
 
     def do_POST(self) -> None:
         self.rfile.read(int(self.headers.get("Content-Length") or 0))

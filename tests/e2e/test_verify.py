@@ -41,13 +41,18 @@ CASES = [
 ]
 
 
-def run_verify(tmp_path: Path, *extra: str, cases: list[str] = CASES) -> dict[str, Any]:
-    assert os.geteuid() == 0, "the verify tests make a private network namespace: run them as root"
-    endpoints = {case: {"image": IMAGES[case.split("-")[0]], "node_group": "gpu"} for case in cases}
+def write_stack(tmp_path: Path, endpoints: dict[str, Any]) -> Path:
+    """A stack file with the minimal region and ``endpoints``."""
     stack = tmp_path / "Pulumi.verify.yaml"
     document = {"config": {f"inference-fleet:{key}": value for key, value in stack_config(endpoints=endpoints).items()}}
     with stack.open("w") as handle:
         YAML(typ="safe", pure=True).dump(document, handle)
+    return stack
+
+
+def run_verify(tmp_path: Path, *extra: str, cases: list[str] = CASES) -> dict[str, Any]:
+    assert os.geteuid() == 0, "the verify tests make a private network namespace: run them as root"
+    stack = write_stack(tmp_path, {case: {"image": IMAGES[case.split("-")[0]], "node_group": "gpu"} for case in cases})
     outputs = tmp_path / "outputs.json"
     records = {case: {"us-east-1": {"address": f"http://127.0.0.1:8080/{case}"}} for case in cases}
     outputs.write_text(json.dumps({"endpoints": records}))

@@ -13,11 +13,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ruamel.yaml import YAML
 
 from fleetctl.verify import evidence
 from tests.e2e.cluster_driver import TOKEN
-from tests.unit.stack_builders import classic_endpoint, mooncake_endpoint, stack_config
+from tests.e2e.test_verify import write_stack
+from tests.unit.stack_builders import classic_endpoint, mooncake_endpoint
 
 ROOT = Path(__file__).resolve().parents[2]
 TGI = "ghcr.io/huggingface/text-generation-inference:3.3.6"
@@ -75,11 +75,7 @@ def run(tmp_path: Path, cases: list[str], token: str | None = TOKEN) -> dict[str
     assert os.geteuid() == 0, "the verify tests make a private network namespace: run them as root"
     if shutil.which("unshare") is None:
         pytest.fail("util-linux unshare is needed")
-    endpoints = {case: ENDPOINTS[case] for case in cases}
-    config = {f"inference-fleet:{key}": value for key, value in stack_config(endpoints=endpoints).items()}
-    stack = tmp_path / "Pulumi.verify.yaml"
-    with stack.open("w") as handle:
-        YAML(typ="safe", pure=True).dump({"config": config}, handle)
+    stack = write_stack(tmp_path, {case: ENDPOINTS[case] for case in cases})
     outputs: dict[str, Any] = {
         "endpoints": {case: {"us-east-1": {"address": f"http://127.0.0.1:8080/{case}"}} for case in cases}
     }

@@ -51,6 +51,14 @@ BROKEN: dict[str, dict[tuple[str, str], Any]] = {
 }
 
 
+def reply(handler: BaseHTTPRequestHandler, status: int, body: bytes, kind: str = "application/json") -> None:
+    handler.send_response(status)
+    handler.send_header("Content-Type", kind)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
 class Handler(BaseHTTPRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
@@ -65,12 +73,7 @@ class Handler(BaseHTTPRequestHandler):
         if body is None:
             status, body = 404, {"detail": "Not Found"}
         time.sleep(delay)
-        raw = body if isinstance(body, bytes) else json.dumps(body).encode()
-        self.send_response(status)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(raw)))
-        self.end_headers()
-        self.wfile.write(raw)
+        reply(self, status, body if isinstance(body, bytes) else json.dumps(body).encode())
 
     def do_GET(self) -> None:
         self.answer("GET")
