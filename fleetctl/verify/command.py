@@ -66,7 +66,7 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--triton-input", default="INPUT0")
     parser.add_argument("--triton-output", default="OUTPUT0")
     parser.add_argument(
-        "--canary-requests", type=int, default=200, help="requests sent to measure a canary's share (default 200)"
+        "--canary-requests", type=_positive, default=200, help="requests sent to measure a canary's share (default 200)"
     )
     parser.add_argument(
         "--log-wait", type=float, default=30.0, help="seconds to wait for pods to log a request's KV (default 30)"
@@ -75,16 +75,26 @@ def parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _positive(text: str) -> int:
+    number = int(text)
+    if number < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {number}")
+    return number
+
+
 def stack_outputs(arguments: argparse.Namespace, stack: str) -> dict[str, Any]:
     if arguments.outputs is not None:
         loaded: dict[str, Any] = json.loads(arguments.outputs.read_text())
         return loaded
-    completed = subprocess.run(
-        ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack],
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    try:
+        completed = subprocess.run(
+            ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    except OSError as error:
+        raise CheckError(f"cannot run pulumi ({error}); install the Pulumi CLI or pass --outputs FILE") from None
     if completed.returncode != 0:
         raise CheckError(f"pulumi stack output --stack {stack} failed: {completed.stderr.strip()}")
     outputs: dict[str, Any] = json.loads(completed.stdout)

@@ -74,8 +74,8 @@ def connect(kubeconfig: Any, client: Client) -> Cluster:
         cluster = _named(config["clusters"], context.get("cluster"))
         user = _named(config.get("users", []), context.get("user"))
         server = str(cluster["server"])
-    except (KeyError, TypeError, StopIteration, AttributeError) as error:
-        raise CheckError(f"the kubeconfig has no usable cluster ({error})") from None
+    except (KeyError, IndexError, TypeError, AttributeError) as error:
+        raise CheckError(f"the kubeconfig has no usable cluster and user ({error!r})") from None
     return Cluster(server, client, _token(user), _tls(cluster) if server.startswith("https://") else None)
 
 
@@ -100,7 +100,7 @@ def _token(user: dict[str, Any]) -> str | None:
     plugin = user.get("exec")
     if not plugin:
         return None
-    command = [plugin["command"], *plugin.get("args", [])]
+    command = [plugin["command"], *(plugin.get("args") or [])]
     environment = {entry["name"]: entry["value"] for entry in plugin.get("env") or []}
     try:
         completed = subprocess.run(

@@ -76,9 +76,13 @@ def test_a_missing_credential_command_is_a_clear_error() -> None:
         connect(kubeconfig({"exec": {"command": "no-such-aws-cli"}}), Client())
 
 
-def test_a_kubeconfig_without_clusters_is_a_clear_error() -> None:
-    with pytest.raises(CheckError, match="the kubeconfig has no usable cluster"):
-        connect({"users": []}, Client())
+@pytest.mark.parametrize(
+    "config",
+    [{"users": []}, {"clusters": [], "users": []}, {"clusters": [{"name": "eks", "cluster": {}}], "users": []}],
+)
+def test_a_kubeconfig_without_a_cluster_or_user_is_a_clear_error(config: dict[str, Any]) -> None:
+    with pytest.raises(CheckError, match="the kubeconfig has no usable cluster and user"):
+        connect(config, Client())
 
 
 def test_https_trusts_exactly_the_kubeconfigs_certificate_authority(tmp_path: Path) -> None:
