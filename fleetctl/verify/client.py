@@ -61,6 +61,8 @@ class Client:
             except urllib.error.URLError as error:
                 if isinstance(error.reason, TimeoutError):
                     raise CheckError(f"{method} {url}: no answer within {timeout:.1f} s") from None
+                if isinstance(error.reason, ssl.SSLError):  # not transient: no retry
+                    raise CheckError(f"{method} {url}: TLS failed ({error.reason})") from None
                 if attempt == self.retries:
                     raise CheckError(f"{method} {url}: cannot connect ({error.reason})") from None
             except TimeoutError:

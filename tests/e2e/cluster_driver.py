@@ -13,8 +13,10 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import random
 import re
+import ssl
 import subprocess
 import sys
 import threading
@@ -27,7 +29,7 @@ from typing import Any
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from fleetctl.verify.command import main as verify
-from tests.e2e.store_driver import private_network
+from tests.e2e.store_driver import HOST_ADDRESS, private_network
 from tests.e2e.verify_driver import GOOD, reply
 
 TOKEN = "k8s-aws-v1.verify-test-token"
@@ -240,12 +242,27 @@ def real_engine_log() -> str:
     return completed.stderr
 
 
+def api_server() -> ThreadingHTTPServer:
+    """The API stand-in: plain HTTP on loopback, or, with CLUSTER_DRIVER_TLS=<directory>:<host>,
+    HTTPS like EKS's (server.pem, server.key) on <host>, a name this namespace resolves."""
+    tls = os.environ.get("CLUSTER_DRIVER_TLS")
+    if not tls:
+        private_network([])
+        return ThreadingHTTPServer(("127.0.0.1", 6443), Api)
+    directory, host = tls.rsplit(":", 1)
+    private_network([host])
+    server = ThreadingHTTPServer((HOST_ADDRESS, 443), Api)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(f"{directory}/server.pem", f"{directory}/server.key")
+    server.socket = context.wrap_socket(server.socket, server_side=True)
+    return server
+
+
 def main() -> None:
     stack_file, outputs, cases, *extra = sys.argv[1:]
-    private_network([])
+    servers = [api_server(), ThreadingHTTPServer(("127.0.0.1", 8080), Route)]
     cluster = Cluster(cases.split(","), real_engine_log())
     Api.cluster = Route.cluster = cluster
-    servers = [ThreadingHTTPServer(("127.0.0.1", port), handler) for port, handler in ((6443, Api), (8080, Route))]
     for server in servers:
         threading.Thread(target=server.serve_forever, daemon=True).start()
     printed = io.StringIO()

@@ -4,6 +4,7 @@ behave and fails, naming what was wrong, on pods that do not."""
 
 from __future__ import annotations
 
+import base64
 import json
 import os
 import shutil
@@ -40,10 +41,11 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
     "rdma-good": mooncake_endpoint(),
     "rdma-fallback": mooncake_endpoint(),
 }
+EKS_HOST = "0123456789ABCDEF0123456789ABCDEF.gr7.us-east-1.eks.amazonaws.com"
 GOOD = ["canary-good", "canary-tgi", "pd-good", "store-good", "rdma-good"]
 
 
-def kubeconfig(token: str) -> str:
+def kubeconfig(token: str, cluster: dict[str, str] | None = None) -> str:
     """A kubeconfig like pulumi-eks writes (a JSON string), its exec plugin a real process."""
     credential = {"kind": "ExecCredential", "apiVersion": "client.authentication.k8s.io/v1beta1"}
     program = f"import json; print(json.dumps({{**{credential!r}, 'status': {{'token': {token!r}}}}}))"
@@ -52,7 +54,7 @@ def kubeconfig(token: str) -> str:
             "apiVersion": "v1",
             "kind": "Config",
             "current-context": "aws",
-            "clusters": [{"name": "kubernetes", "cluster": {"server": "http://127.0.0.1:6443"}}],
+            "clusters": [{"name": "kubernetes", "cluster": cluster or {"server": "http://127.0.0.1:6443"}}],
             "contexts": [{"name": "aws", "context": {"cluster": "kubernetes", "user": "aws"}}],
             "users": [
                 {
@@ -71,7 +73,13 @@ def kubeconfig(token: str) -> str:
     )
 
 
-def run(tmp_path: Path, cases: list[str], token: str | None = TOKEN) -> dict[str, Any]:
+def run(
+    tmp_path: Path,
+    cases: list[str],
+    token: str | None = TOKEN,
+    cluster: dict[str, str] | None = None,
+    env: dict[str, str] | None = None,
+) -> dict[str, Any]:
     assert os.geteuid() == 0, "the verify tests make a private network namespace: run them as root"
     if shutil.which("unshare") is None:
         pytest.fail("util-linux unshare is needed")
@@ -80,12 +88,13 @@ def run(tmp_path: Path, cases: list[str], token: str | None = TOKEN) -> dict[str
         "endpoints": {case: {"us-east-1": {"address": f"http://127.0.0.1:8080/{case}"}} for case in cases}
     }
     if token is not None:
-        outputs["kubeconfigs"] = {"us-east-1": kubeconfig(token)}
+        outputs["kubeconfigs"] = {"us-east-1": kubeconfig(token, cluster)}
     (tmp_path / "outputs.json").write_text(json.dumps(outputs))
     command = [sys.executable, "-m", "tests.e2e.cluster_driver", str(stack), str(tmp_path / "outputs.json")]
     completed = subprocess.run(
         ["unshare", "-n", "-m", *command, ",".join(cases), "--log-wait", "3", "--timeout", "5"],
         cwd=ROOT,
+        env={**os.environ, **(env or {})},
         capture_output=True,
         text=True,
         timeout=300,
@@ -190,3 +199,84 @@ def test_without_kubeconfigs_the_cluster_checks_fail_saying_so(tmp_path: Path) -
     assert found["status"] == "failed"
     assert "no kubeconfig for us-east-1 in the stack's outputs" in found["detail"]
     assert check(blind, "canary-good", "request")["status"] == "passed"
+
+
+def certificate_authority(directory: Path, name: str) -> Path:
+    """A self-signed certificate authority (like the one EKS puts in the kubeconfig)."""
+    pem = directory / f"{name}.pem"
+    openssl(
+        "req",
+        "-x509",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-days",
+        "1",
+        "-subj",
+        f"/CN={name}",
+        "-keyout",
+        str(directory / f"{name}.key"),
+        "-out",
+        str(pem),
+    )
+    return pem
+
+
+def openssl(*args: str) -> None:
+    subprocess.run(["openssl", *args], check=True, capture_output=True)
+
+
+@pytest.fixture(scope="module")
+def tls(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A certificate authority, another one, and the API server's certificate for EKS_HOST signed by the first."""
+    directory = tmp_path_factory.mktemp("tls")
+    authority = certificate_authority(directory, "kubernetes")
+    certificate_authority(directory, "impostor")
+    (directory / "san.ext").write_text(f"subjectAltName=DNS:{EKS_HOST}\n")
+    openssl(
+        "req",
+        "-newkey",
+        "rsa:2048",
+        "-nodes",
+        "-subj",
+        "/CN=kube-apiserver",
+        "-keyout",
+        str(directory / "server.key"),
+        "-out",
+        str(directory / "server.csr"),
+    )
+    openssl(
+        "x509",
+        "-req",
+        "-in",
+        str(directory / "server.csr"),
+        "-CA",
+        str(authority),
+        "-CAkey",
+        str(directory / "kubernetes.key"),
+        "-CAcreateserial",
+        "-days",
+        "1",
+        "-extfile",
+        str(directory / "san.ext"),
+        "-out",
+        str(directory / "server.pem"),
+    )
+    return directory
+
+
+def over_tls(tmp_path: Path, tls: Path, authority: str) -> dict[str, Any]:
+    data = base64.b64encode((tls / f"{authority}.pem").read_bytes()).decode()
+    cluster = {"server": f"https://{EKS_HOST}", "certificate-authority-data": data}
+    return run(tmp_path, ["canary-good"], cluster=cluster, env={"CLUSTER_DRIVER_TLS": f"{tls}:{EKS_HOST}"})
+
+
+def test_the_api_server_is_trusted_through_the_kubeconfigs_authority(tmp_path: Path, tls: Path) -> None:
+    assert check(over_tls(tmp_path, tls, "kubernetes"), "canary-good", "canary share")["status"] == "passed"
+
+
+def test_an_api_server_another_authority_signed_is_refused(tmp_path: Path, tls: Path) -> None:
+    found = check(over_tls(tmp_path, tls, "impostor"), "canary-good", "canary share")
+    assert found["status"] == "failed"
+    assert "TLS failed" in found["detail"]
+    assert "CERTIFICATE_VERIFY_FAILED" in found["detail"]
