@@ -7,7 +7,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from components.spec import StackSpec, parse_stack_config
+from components.spec import StackSpec
 from components.spec.errors import Problem, ProblemsError
 from fleetctl import diff
 from fleetctl.edit import commands as edit_commands
@@ -17,7 +17,7 @@ from fleetctl.stackfile import (
     PROJECT_ROOT,
     StackFile,
     display_path,
-    read_stack_file,
+    load_stack,
     stack_path,
 )
 from fleetctl.verify import command as verify_command
@@ -56,9 +56,7 @@ def _report(problems: Sequence[Problem | str]) -> int:
 
 
 def _load(arguments: argparse.Namespace) -> tuple[StackFile, StackSpec]:
-    path = arguments.stack_file or stack_path(arguments.stack or DEFAULT_STACK)
-    stack_file = read_stack_file(path)
-    return stack_file, parse_stack_config(stack_file.project_config, stack=stack_file.stack)
+    return load_stack(arguments.stack_file or stack_path(arguments.stack or DEFAULT_STACK))
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -16,7 +16,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent, MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
 
-from components.spec import NAMESPACE
+from components.spec import NAMESPACE, StackSpec, parse_stack_config
 from components.spec.errors import Problem, ProblemsError, dotted
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -66,6 +66,12 @@ def read_stack_file(path: Path) -> StackFile:
     except OSError as error:
         raise StackFileError([Problem(str(path), f"cannot read the stack file: {error.strerror or error}")]) from None
     return parse_stack_bytes(path, data)
+
+
+def load_stack(path: Path) -> tuple[StackFile, StackSpec]:
+    """A stack file and its validated spec; raises ProblemsError listing every problem."""
+    stack_file = read_stack_file(path)
+    return stack_file, parse_stack_config(stack_file.project_config, stack=stack_file.stack)
 
 
 def parse_stack_bytes(path: Path, data: bytes) -> StackFile:

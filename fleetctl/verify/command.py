@@ -20,9 +20,9 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from components.spec import Endpoint, StackSpec, parse_stack_config
+from components.spec import Endpoint, StackSpec
 from components.spec.errors import ProblemsError
-from fleetctl.stackfile import read_stack_file, stack_path
+from fleetctl.stackfile import load_stack, stack_path
 from fleetctl.verify.client import CheckError, Client
 from fleetctl.verify.incluster import (
     Target,
@@ -205,8 +205,7 @@ def table(checks: Sequence[Check]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser().parse_args(argv)
     try:
-        stack_file = read_stack_file(arguments.stack_file or stack_path(arguments.stack))
-        spec = parse_stack_config(stack_file.project_config, stack=stack_file.stack)
+        stack_file, spec = load_stack(arguments.stack_file or stack_path(arguments.stack))
     except ProblemsError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)
