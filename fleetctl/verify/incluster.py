@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 from components import naming
 from components.render.frameworks import flag_name
@@ -26,6 +27,7 @@ from fleetctl.verify.client import CheckError, Client
 from fleetctl.verify.kube import Cluster, Pod
 from fleetctl.verify.schemas import TritonModel, request_check, vllm
 
+T = TypeVar("T")
 POLL_SECONDS = 2.0
 CONCURRENT_REQUESTS = 8
 FILLER = "Mooncake moves the key-value cache from the prefill pods to the decode pods. "
@@ -80,17 +82,25 @@ def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
         except CheckError:
             pool.shutdown(cancel_futures=True)  # the first failure fails the check; send no more
             raise
-    after = {role: _counters(target, role, sample) for role in ("server", "canary")}
-    served = {}
-    for role in ("server", "canary"):
-        if before[role].keys() != after[role].keys():
-            raise CheckError(f"the {role} pods changed during the measurement; run verify again")
-        served[role] = round(sum(after[role][pod] - before[role][pod] for pod in after[role]))
-        if served[role] < 0:
-            raise CheckError(f"a {role} pod's {sample} went down (a restart) during the measurement")
+
+    seen = [0]
+
+    def counted() -> dict[str, int] | None:
+        """Requests each workload answered since ``before``, once they account for all sent."""
+        after = {role: _counters(target, role, sample) for role in ("server", "canary")}
+        served = {}
+        for role in ("server", "canary"):
+            if before[role].keys() != after[role].keys():
+                raise CheckError(f"the {role} pods changed during the measurement; run verify again")
+            served[role] = round(sum(after[role][pod] - before[role][pod] for pod in after[role]))
+            if served[role] < 0:
+                raise CheckError(f"a {role} pod's {sample} went down (a restart) during the measurement")
+        seen[0] = sum(served.values())
+        return served if seen[0] >= requests else None
+
+    # A server may count a request a moment after it answered it.
+    served = _await(target, counted, lambda: f"the pods counted {seen[0]} of the {requests} requests sent ({sample})")
     total = served["server"] + served["canary"]
-    if total < requests:
-        raise CheckError(f"the pods counted {total} of the {requests} requests sent ({sample})")
     hits, weight = served["canary"], endpoint.canary.weight
     low, high = tolerance(total, weight)
     detail = (
@@ -135,7 +145,11 @@ def kv_transfer(target: Target) -> str:
         successful = sum(count.successful for count in counts["prefill"])
         return f"prefill pods logged {successful} successful Mooncake transfers" if successful else None
 
-    return _await(target, observed, "no prefill pod logged a successful Mooncake transfer ('KV Transfer metrics')")
+    return _await(
+        target,
+        observed,
+        "no prefill pod logged a successful Mooncake transfer ('KV Transfer metrics') after the request",
+    )
 
 
 def kv_store(target: Target) -> str:
@@ -149,7 +163,11 @@ def kv_store(target: Target) -> str:
         logs = [target.cluster.log(target.namespace, pod.name, MASTER_CONTAINER, since) for pod in masters]
         return "the Mooncake master logged stored objects" if any(map(evidence.store_puts, logs)) else None
 
-    return _await(target, observed, "the Mooncake master logged no stored object ('Master Admin Metrics' PutEnd)")
+    return _await(
+        target,
+        observed,
+        "the Mooncake master logged no stored object ('Master Admin Metrics' PutEnd) after the request",
+    )
 
 
 def engine_protocols(endpoint: Endpoint) -> set[str]:
@@ -190,12 +208,15 @@ def _unseen_prompt() -> str:
     return f"Request {secrets.token_hex(8)} from fleetctl verify. " + FILLER * FILLER_REPEATS
 
 
-def _await(target: Target, observed: Callable[[], str | None], missing: str) -> str:
+def _await(target: Target, observed: Callable[[], T | None], missing: Callable[[], str] | str) -> T:
+    """What ``observed`` finds, polling until it finds something or ``log_wait`` has passed."""
     waited_until = time.monotonic() + target.log_wait
     while True:
         found = observed()
         if found is not None:
             return found
         if time.monotonic() >= waited_until:
-            raise CheckError(f"{missing} within {target.log_wait:g} s of the request")
+            raise CheckError(
+                f"{missing() if callable(missing) else missing} within {target.log_wait:g} s of the requests"
+            )
         time.sleep(min(POLL_SECONDS, target.client.left(), max(0.0, waited_until - time.monotonic())))

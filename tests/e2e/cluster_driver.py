@@ -76,6 +76,8 @@ class Pod:
     containers: tuple[str, ...] = ("server",)
     framework: str = "vllm"
     counted: bool = True
+    lag: float = 0.0
+    """Seconds after answering a request that the pod counts it."""
     logs: list[tuple[float, str, str]] = field(default_factory=list)
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     served: int = 0
@@ -90,9 +92,16 @@ class Pod:
         self.counter.labels("/models/qwen3-8b", "0", "stop").inc(7)  # traffic before the run
 
     def serve(self) -> None:
-        if self.counted:
-            self.served += 1
-            self.counter.labels("/models/qwen3-8b", "0", "length").inc()
+        if not self.counted:
+            return
+        if self.lag:
+            threading.Timer(self.lag, self.count).start()
+        else:
+            self.count()
+
+    def count(self) -> None:
+        self.served += 1
+        self.counter.labels("/models/qwen3-8b", "0", "length").inc()
 
     def metrics(self) -> bytes:
         if self.framework == "tgi":  # the Rust metrics exporter: no _total suffix, no labels
@@ -110,10 +119,11 @@ class Cluster:
         for case in cases:
             if case.startswith("canary"):
                 framework = "tgi" if case == "canary-tgi" else "vllm"
-                counted = case != "canary-uncounted"
+                options = {"framework": framework, "counted": case != "canary-uncounted"}
+                options["lag"] = 1.0 if case == "canary-lagging" else 0.0
                 for index in range(2):
-                    self.add(case, "server", f"{case}-6d5f8-{index}", framework=framework, counted=counted)
-                self.add(case, "canary", f"{case}-canary-84c1a-0", framework=framework, counted=counted)
+                    self.add(case, "server", f"{case}-6d5f8-{index}", **options)
+                self.add(case, "canary", f"{case}-canary-84c1a-0", **options)
             elif case.startswith("store"):
                 self.add(case, "server", f"{case}-5c7d9-0")
                 master = self.add(case, "store", f"{case}-store-0", containers=("master",))

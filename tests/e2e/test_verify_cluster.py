@@ -30,6 +30,7 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
     "canary-skewed": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
     "canary-uncounted": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
     "canary-broken": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
+    "canary-lagging": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
     "canary-tgi": classic_endpoint({"image": TGI, "canary": {"image": TGI, "weight": 10}}),
     "canary-triton": classic_endpoint({"image": TRITON, "canary": {"image": TRITON, "weight": 10}}),
     "pd-good": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
@@ -123,6 +124,7 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     [
         ("canary-good", "canary share"),
         ("canary-tgi", "canary share"),
+        ("canary-lagging", "canary share"),
         ("pd-good", "kv transfer"),
         ("store-good", "kv store"),
         ("rdma-good", "kv transfer"),
