@@ -69,7 +69,10 @@ def parser() -> argparse.ArgumentParser:
         "--canary-requests", type=_positive, default=200, help="requests sent to measure a canary's share (default 200)"
     )
     parser.add_argument(
-        "--log-wait", type=float, default=30.0, help="seconds to wait for pods to log a request's KV (default 30)"
+        "--log-wait",
+        type=float,
+        default=30.0,
+        help="seconds to wait for the pods to count or log what requests did (default 30)",
     )
     parser.add_argument("--output", choices=("table", "json"), default="table")
     return parser
