@@ -129,7 +129,7 @@ def verify(spec: StackSpec, outputs: dict[str, Any], client: Client, arguments: 
             continue
         address = str(record["address"]).rstrip("/")
         checks += endpoint_checks(name, region, endpoint, address, client, triton)
-        checks += cluster_checks(name, region, endpoint, address, partial(cluster, region), client, arguments)
+        checks += cluster_checks(name, region, endpoint, address, partial(cluster, region), client, triton, arguments)
     return checks
 
 
@@ -160,12 +160,12 @@ def cluster_checks(
     address: str,
     cluster: Callable[[], Cluster],
     client: Client,
+    triton: TritonModel,
     arguments: argparse.Namespace,
 ) -> list[Check]:
     """The checks that read the pods: the canary's share, Mooncake's KV evidence."""
     wanted: list[tuple[str, Callable[[Target], str]]] = []
     if endpoint.canary is not None:
-        triton = TritonModel(arguments.triton_model, arguments.triton_input, arguments.triton_output)
         wanted.append(("canary share", lambda target: canary_share(target, arguments.canary_requests, triton)))
     mooncake = endpoint.mooncake
     if mooncake is not None:

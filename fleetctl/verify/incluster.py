@@ -83,10 +83,11 @@ def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
             pool.shutdown(cancel_futures=True)  # the first failure fails the check; send no more
             raise
 
-    seen = [0]
+    seen = 0
 
     def counted() -> dict[str, int] | None:
         """Requests each workload answered since ``before``, once they account for all sent."""
+        nonlocal seen
         after = {role: _counters(target, role, sample) for role in ("server", "canary")}
         served = {}
         for role in ("server", "canary"):
@@ -95,11 +96,11 @@ def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
             served[role] = round(sum(after[role][pod] - before[role][pod] for pod in after[role]))
             if served[role] < 0:
                 raise CheckError(f"a {role} pod's {sample} went down (a restart) during the measurement")
-        seen[0] = sum(served.values())
-        return served if seen[0] >= requests else None
+        seen = sum(served.values())
+        return served if seen >= requests else None
 
     # A server may count a request a moment after it answered it.
-    served = _await(target, counted, lambda: f"the pods counted {seen[0]} of the {requests} requests sent ({sample})")
+    served = _await(target, counted, lambda: f"the pods counted {seen} of the {requests} requests sent ({sample})")
     total = served["server"] + served["canary"]
     hits, weight = served["canary"], endpoint.canary.weight
     low, high = tolerance(total, weight)
@@ -128,12 +129,11 @@ def kv_transfer(target: Target) -> str:
     must log a successful Mooncake transfer, and no role pod a failed one."""
     if any(flag_name(arg) == "--disable-log-stats" for arg in target.endpoint.args):
         raise UnverifiedError("--disable-log-stats in args: vLLM logs no KV transfer stats")
-    started = time.monotonic()
-    vllm(target.client, target.address, _unseen_prompt())
+    since_request = _unseen_request(target)
     pods = {role: target.pods(role) for role in ("prefill", "decode")}
 
     def observed() -> str | None:
-        since = math.ceil(time.monotonic() - started) + 1
+        since = since_request()
         logs = {
             role: [target.cluster.log(target.namespace, pod.name, SERVER_CONTAINER, since) for pod in each]
             for role, each in pods.items()
@@ -154,12 +154,11 @@ def kv_transfer(target: Target) -> str:
 
 def kv_store(target: Target) -> str:
     """A prompt no pod has seen; then the endpoint's Mooncake master must log stored objects."""
-    started = time.monotonic()
-    vllm(target.client, target.address, _unseen_prompt())
+    since_request = _unseen_request(target)
     masters = target.pods("store")
 
     def observed() -> str | None:
-        since = math.ceil(time.monotonic() - started) + 1
+        since = since_request()
         logs = [target.cluster.log(target.namespace, pod.name, MASTER_CONTAINER, since) for pod in masters]
         return "the Mooncake master logged stored objects" if any(map(evidence.store_puts, logs)) else None
 
@@ -204,8 +203,13 @@ def kv_transport(target: Target) -> str:
     return f"{engines} transfer engines found RDMA devices, none installed TCP"
 
 
-def _unseen_prompt() -> str:
-    return f"Request {secrets.token_hex(8)} from fleetctl verify. " + FILLER * FILLER_REPEATS
+def _unseen_request(target: Target) -> Callable[[], int]:
+    """Send a prompt no pod has seen through the route; return the log window (sinceSeconds)
+    that reaches back to just before it, one second spare for the kubelet's rounding."""
+    started = time.monotonic()
+    prompt = f"Request {secrets.token_hex(8)} from fleetctl verify. " + FILLER * FILLER_REPEATS
+    vllm(target.client, target.address, prompt)
+    return lambda: math.ceil(time.monotonic() - started) + 1
 
 
 def _await(target: Target, observed: Callable[[], T | None], missing: Callable[[], str] | str) -> T:
