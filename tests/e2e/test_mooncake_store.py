@@ -3,10 +3,7 @@
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +20,7 @@ from components.render.mooncake_store import (
 )
 from fleetctl.verify import evidence
 from tests.e2e import mooncake_reader
+from tests.e2e.namespace import run_driver
 from tests.unit.stack_builders import placed_endpoint, stack_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -56,33 +54,12 @@ def container_process(container: dict[str, Any], port: int, env: dict[str, str] 
 def run_store(
     endpoint: Any, tmp_path: Path, extra: list[dict[str, Any]], env: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    assert os.geteuid() == 0, "the end-to-end store test makes a private network namespace: run it as root"
     master = master_stateful_set(endpoint, replicas=1)["spec"]["template"]["spec"]["containers"][0]
     config = tmp_path / "mooncake.json"
     config.write_text(config_map(endpoint)["data"]["mooncake.json"])
     processes = [container_process(master, MASTER_RPC_PORT), *extra]
-    completed = subprocess.run(
-        [
-            "unshare",
-            "-n",
-            "-m",
-            sys.executable,
-            "-m",
-            "tests.e2e.store_driver",
-            json.dumps(processes),
-            str(config),
-            str(KV_BLOCK),
-            master_host(endpoint),
-        ],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
-    return result
+    arguments = [json.dumps(processes), str(config), str(KV_BLOCK), master_host(endpoint)]
+    return run_driver("tests.e2e.store_driver", *arguments, mount=True, env=env)
 
 
 def assert_served(result: dict[str, Any]) -> None:

@@ -4,10 +4,7 @@ every way the checks must catch; inside a private network namespace, loopback on
 from __future__ import annotations
 
 import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +12,7 @@ import pytest
 from ruamel.yaml import YAML
 
 from fleetctl.verify.canary import consistent, tolerance
+from tests.e2e.namespace import run_driver
 from tests.unit.stack_builders import stack_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,22 +49,11 @@ def write_stack(tmp_path: Path, endpoints: dict[str, Any]) -> Path:
 
 
 def run_verify(tmp_path: Path, *extra: str, cases: list[str] = CASES) -> dict[str, Any]:
-    assert os.geteuid() == 0, "the verify tests make a private network namespace: run them as root"
     stack = write_stack(tmp_path, {case: {"image": IMAGES[case.split("-")[0]], "node_group": "gpu"} for case in cases})
     outputs = tmp_path / "outputs.json"
     records = {case: {"us-east-1": {"address": f"http://127.0.0.1:8080/{case}"}} for case in cases}
     outputs.write_text(json.dumps({"endpoints": records}))
-    completed = subprocess.run(
-        ["unshare", "-n", sys.executable, "-m", "tests.e2e.verify_driver", str(stack), str(outputs), *extra],
-        cwd=ROOT,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
-    return result
+    return run_driver("tests.e2e.verify_driver", str(stack), str(outputs), *extra)
 
 
 def by_check(result: dict[str, Any]) -> dict[tuple[str, str], dict[str, Any]]:

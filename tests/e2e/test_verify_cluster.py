@@ -6,9 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import shutil
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -16,7 +14,9 @@ from typing import Any
 import pytest
 
 from fleetctl.verify import evidence
+from tests.certificates import certificate_authority, server_certificate
 from tests.e2e.cluster_driver import TOKEN
+from tests.e2e.namespace import run_driver
 from tests.e2e.test_verify import write_stack
 from tests.unit.stack_builders import classic_endpoint, mooncake_endpoint
 
@@ -81,7 +81,6 @@ def run(
     cluster: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    assert os.geteuid() == 0, "the verify tests make a private network namespace: run them as root"
     if shutil.which("unshare") is None:
         pytest.fail("util-linux unshare is needed")
     stack = write_stack(tmp_path, {case: ENDPOINTS[case] for case in cases})
@@ -91,19 +90,8 @@ def run(
     if token is not None:
         outputs["kubeconfigs"] = {"us-east-1": kubeconfig(token, cluster)}
     (tmp_path / "outputs.json").write_text(json.dumps(outputs))
-    command = [sys.executable, "-m", "tests.e2e.cluster_driver", str(stack), str(tmp_path / "outputs.json")]
-    completed = subprocess.run(
-        ["unshare", "-n", "-m", *command, ",".join(cases), "--log-wait", "3", "--timeout", "5"],
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    result: dict[str, Any] = json.loads(completed.stdout.strip().splitlines()[-1])
-    return result
+    arguments = [str(stack), str(tmp_path / "outputs.json"), ",".join(cases), "--log-wait", "3", "--timeout", "5"]
+    return run_driver("tests.e2e.cluster_driver", *arguments, mount=True, env=env, timeout=300)
 
 
 def check(result: dict[str, Any], endpoint: str, name: str) -> dict[str, Any]:
@@ -203,67 +191,13 @@ def test_without_kubeconfigs_the_cluster_checks_fail_saying_so(tmp_path: Path) -
     assert check(blind, "canary-good", "request")["status"] == "passed"
 
 
-def certificate_authority(directory: Path, name: str) -> Path:
-    """A self-signed certificate authority (like the one EKS puts in the kubeconfig)."""
-    pem = directory / f"{name}.pem"
-    openssl(
-        "req",
-        "-x509",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-days",
-        "1",
-        "-subj",
-        f"/CN={name}",
-        "-keyout",
-        str(directory / f"{name}.key"),
-        "-out",
-        str(pem),
-    )
-    return pem
-
-
-def openssl(*args: str) -> None:
-    subprocess.run(["openssl", *args], check=True, capture_output=True)
-
-
 @pytest.fixture(scope="module")
 def tls(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A certificate authority, another one, and the API server's certificate for EKS_HOST signed by the first."""
     directory = tmp_path_factory.mktemp("tls")
-    authority = certificate_authority(directory, "kubernetes")
+    certificate_authority(directory, "kubernetes")
     certificate_authority(directory, "impostor")
-    (directory / "san.ext").write_text(f"subjectAltName=DNS:{EKS_HOST}\n")
-    openssl(
-        "req",
-        "-newkey",
-        "rsa:2048",
-        "-nodes",
-        "-subj",
-        "/CN=kube-apiserver",
-        "-keyout",
-        str(directory / "server.key"),
-        "-out",
-        str(directory / "server.csr"),
-    )
-    openssl(
-        "x509",
-        "-req",
-        "-in",
-        str(directory / "server.csr"),
-        "-CA",
-        str(authority),
-        "-CAkey",
-        str(directory / "kubernetes.key"),
-        "-CAcreateserial",
-        "-days",
-        "1",
-        "-extfile",
-        str(directory / "san.ext"),
-        "-out",
-        str(directory / "server.pem"),
-    )
+    server_certificate(directory, "kubernetes", EKS_HOST)
     return directory
 
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import pytest
 
 from fleetctl.verify.client import CheckError, Client
 from fleetctl.verify.kube import connect
+from tests.certificates import certificate_authority
 
 
 def credential_program(token: str) -> list[str]:
@@ -86,13 +86,7 @@ def test_a_kubeconfig_without_a_cluster_or_user_is_a_clear_error(config: dict[st
 
 
 def test_https_trusts_exactly_the_kubeconfigs_certificate_authority(tmp_path: Path) -> None:
-    key, certificate = tmp_path / "ca.key", tmp_path / "ca.pem"
-    request = ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=kubernetes"]
-    subprocess.run(
-        [*request, "-keyout", str(key), "-out", str(certificate)],
-        check=True,
-        capture_output=True,
-    )
+    certificate = certificate_authority(tmp_path, "kubernetes")
     authority = base64.b64encode(certificate.read_bytes()).decode()
     cluster = connect(
         kubeconfig(
