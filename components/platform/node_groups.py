@@ -30,9 +30,15 @@ CPU_ROOT_VOLUME_GIB = 50
 ROOT_DEVICE_NAME = "/dev/xvda"
 """The root device of the AL2023 EKS AMIs (standard, NVIDIA and Neuron)."""
 
-# Pods reach IMDS through one more network hop than the host; with a limit of 1
-# IMDSv2 tokens never reach them (EKS launch-templates guide).
-IMDS_HOP_LIMIT = 2
+# Pods on the pod network are one hop further from IMDS than the node, so a limit of 1
+# keeps IMDSv2 tokens, and with them the node role's credentials, away from every pod
+# (EKS best practices guide, "Restrict access to the instance profile assigned to the
+# worker node"; the EKS default for AL2023 managed node groups). Nothing of ours needs
+# IMDS from the pod network: the load balancer controller is given its region and VPC
+# id, the VPC CNI, the Pod Identity agent and the EFA device plugin run with
+# hostNetwork, the NVIDIA device plugin only talks to the kubelet, and inference pods
+# take AWS credentials from Pod Identity and AWS_REGION from their spec.
+IMDS_HOP_LIMIT = 1
 
 NODE_GROUP_TAG = "inference-fleet:node-group"
 LAUNCHED_RESOURCE_TYPES = ("instance", "volume", "network-interface")

@@ -331,11 +331,11 @@ def test_node_group_scaling_name_and_launch_template_version(plan_of: Callable[[
 
 
 @pytest.mark.parametrize("group", list(GROUPS))
-def test_launch_templates_require_imdsv2_reachable_from_pods(plan_of: Callable[[str], Plan], group: str) -> None:
+def test_launch_templates_require_imdsv2_kept_from_pods(plan_of: Callable[[str], Plan], group: str) -> None:
     assert launch_template(plan_of(group))["metadataOptions"] == {
         "httpEndpoint": "enabled",
         "httpTokens": "required",
-        "httpPutResponseHopLimit": 2,
+        "httpPutResponseHopLimit": 1,
     }
 
 
