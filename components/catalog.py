@@ -28,6 +28,10 @@ class _Data(BaseModel):
 
 
 class InstanceType(_Data):
+    """One entry of ``config/instances.yaml``; its header says what each field means
+    and where it comes from, including how nodeadm turns ``vcpus`` and ``max_pods``
+    into the kubelet's kubeReserved and how managed node groups cap maxPods."""
+
     architecture: Architecture
     accelerator: AcceleratorKind
     accelerators: int = Field(ge=0)
@@ -35,6 +39,14 @@ class InstanceType(_Data):
     efa_interfaces: int = Field(ge=0)
     ami_type: AmiType
     source: str
+    vcpus: int = Field(gt=0)
+    """EC2 VCpuInfo.DefaultVCpus."""
+    memory_mib: int = Field(gt=0)
+    """EC2 MemoryInfo.SizeInMiB (what EC2 sells; the kernel reports a little less)."""
+    max_pods: int = Field(gt=0)
+    """kubelet maxPods nodeadm computes without prefix delegation (ENI formula, no vCPU cap)."""
+    instance_store_gib: int = Field(ge=0)
+    """Total local NVMe instance store in GiB, rounded down from EC2's decimal GB; 0 = none."""
 
     @property
     def efa_supported(self) -> bool:
