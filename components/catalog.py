@@ -3,9 +3,10 @@ codes, and the versions we render for. Loaded once; never from ``pulumi.Config``
 
 from __future__ import annotations
 
+import copy
 from functools import cache
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 from ruamel.yaml import YAML
@@ -105,6 +106,9 @@ class Chart(_Data):
     repo: str
     chart: str
     version: str
+    crds: str | None = None
+    """A file under config/ with the chart's CustomResourceDefinitions, applied by the program
+    itself (Helm installs a chart's crds/ once and never upgrades them); the release skips them."""
 
 
 class ChartPins(_Data):
@@ -144,3 +148,27 @@ def pins() -> Pins:
 @cache
 def kv_transfer_schema() -> KvTransferSchema:
     return KvTransferSchema.model_validate(_read("vllm_kv_transfer.yaml"))
+
+
+_CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+
+
+@cache
+def _documents(name: str) -> tuple[dict[str, Any], ...]:
+    with (CONFIG_DIR / name).open(encoding="utf-8") as handle:
+        documents = [document for document in YAML(typ="safe", pure=True).load_all(handle) if document is not None]
+    if not all(isinstance(document, dict) for document in documents):
+        raise ValueError(f"config/{name}: every document must be a mapping")
+    return tuple(documents)
+
+
+def chart_crds(chart: Chart) -> list[dict[str, Any]]:
+    """The CustomResourceDefinitions vendored for ``chart`` (none unless it names a file), each a
+    fresh copy the caller may change."""
+    if chart.crds is None:
+        return []
+    documents = _documents(chart.crds)
+    for document in documents:
+        if (document.get("apiVersion"), document.get("kind")) != _CRD:
+            raise ValueError(f"config/{chart.crds}: {document.get('kind')!r} is not an apiextensions.k8s.io/v1 CRD")
+    return copy.deepcopy(list(documents))

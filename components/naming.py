@@ -69,6 +69,13 @@ INGRESS_CLASS = "alb"
 INGRESS_GROUP = PROJECT
 """Every route of a region joins this ingress group: one shared ALB per region."""
 INGRESS_PATH_PREFIX = "/inference"
+POD_READINESS_GATE_LABEL = ("elbv2.k8s.aws/pod-readiness-gate-inject", "enabled")
+"""The namespace label under which the load balancer controller's pod webhook (mpod.elbv2.k8s.aws)
+gives pods behind a target group a readiness gate on their target health, so a rollout waits for
+the ALB to pass new pods' health checks before it stops old ones. The chart's webhook selects
+namespaces by exactly this key and value: helm/aws-load-balancer-controller/templates/webhook.yaml
+(and config/webhook/pod_mutator_patch.yaml) of kubernetes-sigs/aws-load-balancer-controller v3.4.2;
+pkg/inject/pod_readiness/pod_readiness_gate.go is the mutator it calls."""
 
 
 def route_path(endpoint: str) -> str:

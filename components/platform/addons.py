@@ -52,9 +52,16 @@ def efa_plugin_values() -> dict[str, Any]:
 
 
 def helm_release(
-    name: str, chart: Chart, values: pulumi.Input[Mapping[str, Any]], namespace: str, opts: pulumi.ResourceOptions
+    name: str,
+    chart: Chart,
+    values: pulumi.Input[Mapping[str, Any]],
+    namespace: str,
+    opts: pulumi.ResourceOptions,
+    *,
+    skip_crds: bool = False,
 ) -> k8s.helm.v3.Release:
-    """A pinned chart as a Helm release named after the chart (stable object names in the cluster)."""
+    """A pinned chart as a Helm release named after the chart (stable object names in the cluster).
+    ``skip_crds`` leaves the chart's crds/ out, for a chart whose CRDs the program applies itself."""
     return k8s.helm.v3.Release(
         name,
         name=chart.chart,
@@ -66,6 +73,7 @@ def helm_release(
         atomic=True,
         cleanup_on_fail=True,
         timeout=HELM_TIMEOUT_SECONDS,
+        skip_crds=skip_crds or None,  # unset otherwise: the other releases' inputs stay as they were
         opts=opts,
     )
 

@@ -1,4 +1,5 @@
-"""The AWS Load Balancer Controller (Helm, pinned) with its IAM role through EKS Pod Identity.
+"""The AWS Load Balancer Controller (Helm, pinned) with its IAM role through EKS Pod Identity,
+and the chart's CRDs applied as resources of their own before the release.
 
 It turns the endpoints' Ingresses (one ALB per region, shared through an ingress
 group) into load balancers with weighted target groups for canaries.
@@ -15,7 +16,7 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import naming
-from components.catalog import pins
+from components.catalog import chart_crds, pins
 from components.platform.addons import helm_release
 from components.platform.policies import pod_identity_trust
 from components.spec.region import Ingress
@@ -23,22 +24,41 @@ from components.spec.region import Ingress
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "aws-load-balancer-controller"
 CLUSTER_TAG = "elbv2.k8s.aws/cluster"
+PATCH_FORCE = "pulumi.com/patchForce"
+"""Server-side apply takes fields over from another field manager (see controller_crds)."""
 
 
-def controller_policy() -> dict[str, Any]:
-    """What the controller calls for ALBs in IP target mode, with WAF and Shield integration off
-    (the chart values below disable them). Mutations are limited to load balancers, target groups
-    and security groups the controller tagged with its cluster tag."""
-    owned = {"Null": {f"aws:ResourceTag/{CLUSTER_TAG}": "false"}}
-    requested = {"Null": {f"aws:RequestTag/{CLUSTER_TAG}": "false"}}
+def controller_policy(partition: str = "aws") -> dict[str, Any]:
+    """The controller's published IAM policy, statement for statement: docs/install/iam_policy.json
+    of kubernetes-sigs/aws-load-balancer-controller at v3.4.2, the pinned chart's controller
+    (tests/unit/test_load_balancer_policy.py holds it to a copy of that file). ARNs carry the region's
+    partition, as the published iam_policy_cn.json and iam_policy_us-gov.json do.
+
+    Left out: the waf-regional:*, wafv2:* and shield:* actions and elasticloadbalancing:SetWebAcl
+    (the permission WAF's AssociateWebACL checks on the ALB). The controller calls them only from
+    its WAF Classic, WAFv2 and Shield add-ons, which controller_values() turns off: the flags
+    --enable-waf, --enable-wafv2 and --enable-shield gate those synthesizers (pkg/deploy/stack_deployer.go).
+
+    Load balancers, target groups and security groups are changed only while they carry the
+    controller's cluster tag; their tags only at creation (CreateAction) or without touching
+    the cluster tag itself."""
+    arn = f"arn:{partition}"
     elb = "elasticloadbalancing"
+    target_groups = f"{arn}:{elb}:*:*:targetgroup/*/*"
+    load_balancers = [target_groups, f"{arn}:{elb}:*:*:loadbalancer/net/*/*", f"{arn}:{elb}:*:*:loadbalancer/app/*/*"]
+    security_groups = f"{arn}:ec2:*:*:security-group/*"
+    requested = f"aws:RequestTag/{CLUSTER_TAG}"
+    owned = f"aws:ResourceTag/{CLUSTER_TAG}"
+    tagged_in_request = {"Null": {requested: "false"}}
+    owned_resource = {"Null": {owned: "false"}}
+    owned_cluster_tag_untouched = {"Null": {requested: "true", owned: "false"}}
     return {
         "Version": "2012-10-17",
         "Statement": [
             {
                 "Sid": "ServiceLinkedRole",
                 "Effect": "Allow",
-                "Action": "iam:CreateServiceLinkedRole",
+                "Action": ["iam:CreateServiceLinkedRole"],
                 "Resource": "*",
                 "Condition": {"StringEquals": {"iam:AWSServiceName": "elasticloadbalancing.amazonaws.com"}},
             },
@@ -51,17 +71,51 @@ def controller_policy() -> dict[str, Any]:
                     "ec2:DescribeAvailabilityZones",
                     "ec2:DescribeInternetGateways",
                     "ec2:DescribeVpcs",
+                    "ec2:DescribeVpcPeeringConnections",
                     "ec2:DescribeSubnets",
                     "ec2:DescribeSecurityGroups",
                     "ec2:DescribeInstances",
                     "ec2:DescribeNetworkInterfaces",
                     "ec2:DescribeTags",
-                    "ec2:DescribeRouteTables",
+                    "ec2:GetCoipPoolUsage",
+                    "ec2:DescribeCoipPools",
                     "ec2:GetSecurityGroupsForVpc",
-                    f"{elb}:Describe*",
+                    "ec2:DescribeIpamPools",
+                    "ec2:DescribeRouteTables",
+                    f"{elb}:DescribeLoadBalancers",
+                    f"{elb}:DescribeLoadBalancerAttributes",
+                    f"{elb}:DescribeListeners",
+                    f"{elb}:DescribeListenerCertificates",
+                    f"{elb}:DescribeSSLPolicies",
+                    f"{elb}:DescribeRules",
+                    f"{elb}:DescribeTargetGroups",
+                    f"{elb}:DescribeTargetGroupAttributes",
+                    f"{elb}:DescribeTargetHealth",
+                    f"{elb}:DescribeTags",
+                    f"{elb}:DescribeTrustStores",
+                    f"{elb}:DescribeListenerAttributes",
+                    f"{elb}:DescribeCapacityReservation",
+                ],
+                "Resource": "*",
+            },
+            {
+                # The published statement also lists the WAF, WAFv2 and Shield actions (see above).
+                "Sid": "CertificatesAndAuthentication",
+                "Effect": "Allow",
+                "Action": [
+                    "cognito-idp:DescribeUserPoolClient",
                     "acm:ListCertificates",
                     "acm:DescribeCertificate",
+                    "iam:ListServerCertificates",
+                    "iam:GetServerCertificate",
                 ],
+                "Resource": "*",
+            },
+            {
+                # Node security groups: the controller opens them to its load balancers' groups.
+                "Sid": "OpenNodesToLoadBalancers",
+                "Effect": "Allow",
+                "Action": ["ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress"],
                 "Resource": "*",
             },
             {
@@ -73,9 +127,16 @@ def controller_policy() -> dict[str, Any]:
             {
                 "Sid": "TagNewSecurityGroups",
                 "Effect": "Allow",
-                "Action": "ec2:CreateTags",
-                "Resource": "arn:*:ec2:*:*:security-group/*",
-                "Condition": {"StringEquals": {"ec2:CreateAction": "CreateSecurityGroup"}, **requested},
+                "Action": ["ec2:CreateTags"],
+                "Resource": security_groups,
+                "Condition": {"StringEquals": {"ec2:CreateAction": "CreateSecurityGroup"}, **tagged_in_request},
+            },
+            {
+                "Sid": "RetagOwnSecurityGroups",
+                "Effect": "Allow",
+                "Action": ["ec2:CreateTags", "ec2:DeleteTags"],
+                "Resource": security_groups,
+                "Condition": owned_cluster_tag_untouched,
             },
             {
                 "Sid": "ManageOwnSecurityGroups",
@@ -84,50 +145,44 @@ def controller_policy() -> dict[str, Any]:
                     "ec2:AuthorizeSecurityGroupIngress",
                     "ec2:RevokeSecurityGroupIngress",
                     "ec2:DeleteSecurityGroup",
-                    "ec2:CreateTags",
-                    "ec2:DeleteTags",
                 ],
                 "Resource": "*",
-                "Condition": owned,
-            },
-            {
-                # Node security groups: the controller opens them to its load balancers' groups.
-                "Sid": "OpenNodesToLoadBalancers",
-                "Effect": "Allow",
-                "Action": ["ec2:AuthorizeSecurityGroupIngress", "ec2:RevokeSecurityGroupIngress"],
-                "Resource": "*",
+                "Condition": owned_resource,
             },
             {
                 "Sid": "CreateOwnLoadBalancers",
                 "Effect": "Allow",
                 "Action": [f"{elb}:CreateLoadBalancer", f"{elb}:CreateTargetGroup"],
                 "Resource": "*",
-                "Condition": requested,
+                "Condition": tagged_in_request,
             },
             {
-                "Sid": "ListenersAndRules",
+                "Sid": "CreateAndDeleteListenersAndRules",
                 "Effect": "Allow",
                 "Action": [
                     f"{elb}:CreateListener",
                     f"{elb}:DeleteListener",
-                    f"{elb}:ModifyListener",
-                    f"{elb}:AddListenerCertificates",
-                    f"{elb}:RemoveListenerCertificates",
                     f"{elb}:CreateRule",
                     f"{elb}:DeleteRule",
-                    f"{elb}:ModifyRule",
                 ],
                 "Resource": "*",
             },
             {
-                "Sid": "TagOwnResources",
+                "Sid": "RetagOwnLoadBalancers",
+                "Effect": "Allow",
+                "Action": [f"{elb}:AddTags", f"{elb}:RemoveTags"],
+                "Resource": load_balancers,
+                "Condition": owned_cluster_tag_untouched,
+            },
+            {
+                "Sid": "TagListenersAndRules",
                 "Effect": "Allow",
                 "Action": [f"{elb}:AddTags", f"{elb}:RemoveTags"],
                 "Resource": [
-                    "arn:*:elasticloadbalancing:*:*:targetgroup/*/*",
-                    "arn:*:elasticloadbalancing:*:*:loadbalancer/app/*/*",
-                    "arn:*:elasticloadbalancing:*:*:listener/app/*/*/*",
-                    "arn:*:elasticloadbalancing:*:*:listener-rule/app/*/*/*",
+                    f"{arn}:{elb}:*:*:listener/net/*/*/*",
+                    f"{arn}:{elb}:*:*:listener/app/*/*/*",
+                    f"{arn}:{elb}:*:*:listener-rule/net/*/*/*",
+                    f"{arn}:{elb}:*:*:listener-rule/app/*/*/*",
                 ],
             },
             {
@@ -142,18 +197,65 @@ def controller_policy() -> dict[str, Any]:
                     f"{elb}:ModifyTargetGroup",
                     f"{elb}:ModifyTargetGroupAttributes",
                     f"{elb}:DeleteTargetGroup",
+                    f"{elb}:ModifyListenerAttributes",
+                    f"{elb}:ModifyCapacityReservation",
+                    f"{elb}:ModifyIpPools",
                 ],
                 "Resource": "*",
-                "Condition": owned,
+                "Condition": owned_resource,
+            },
+            {
+                "Sid": "TagNewLoadBalancers",
+                "Effect": "Allow",
+                "Action": [f"{elb}:AddTags"],
+                "Resource": load_balancers,
+                "Condition": {
+                    "StringEquals": {f"{elb}:CreateAction": ["CreateTargetGroup", "CreateLoadBalancer"]},
+                    **tagged_in_request,
+                },
             },
             {
                 "Sid": "Targets",
                 "Effect": "Allow",
                 "Action": [f"{elb}:RegisterTargets", f"{elb}:DeregisterTargets"],
-                "Resource": "arn:*:elasticloadbalancing:*:*:targetgroup/*/*",
+                "Resource": target_groups,
+            },
+            {
+                # SetRulePriorities: the rules of the shared ALB are renumbered whenever an Ingress
+                # of the group comes or goes. The published statement also has SetWebAcl (see above).
+                "Sid": "ModifyListenersAndRules",
+                "Effect": "Allow",
+                "Action": [
+                    f"{elb}:ModifyListener",
+                    f"{elb}:AddListenerCertificates",
+                    f"{elb}:RemoveListenerCertificates",
+                    f"{elb}:ModifyRule",
+                    f"{elb}:SetRulePriorities",
+                ],
+                "Resource": "*",
             },
         ],
     }
+
+
+def controller_crds() -> list[dict[str, Any]]:
+    """The pinned chart's CustomResourceDefinitions (config/pins.yaml), applied by us rather than
+    by Helm, which installs a chart's crds/ once and never upgrades them.
+
+    Labelled with the chart version they came from. ``pulumi.com/patchForce``: on a cluster where
+    Helm installed them, Helm's field manager still co-owns every field, so the server-side apply
+    of a newer chart's CRDs would conflict with it; we are their only writer now."""
+    chart = pins().charts.aws_load_balancer_controller
+    crds = chart_crds(chart)
+    for crd in crds:
+        metadata = crd["metadata"]
+        metadata["labels"] = {
+            **metadata.get("labels", {}),
+            **naming.fleet_labels(),
+            "app.kubernetes.io/version": chart.version,
+        }
+        metadata["annotations"] = {**metadata.get("annotations", {}), PATCH_FORCE: "true"}
+    return crds
 
 
 def controller_values(cluster_name: str, region: str, vpc_id: str, ingress: Ingress) -> dict[str, Any]:
@@ -189,6 +291,7 @@ class LoadBalancerControllerArgs:
 
 class LoadBalancerController(pulumi.ComponentResource):
     role_arn: pulumi.Output[str]
+    crds: list[k8s.apiextensions.v1.CustomResourceDefinition]
 
     def __init__(self, name: str, args: LoadBalancerControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:platform:LoadBalancerController", name, None, opts)
@@ -203,7 +306,7 @@ class LoadBalancerController(pulumi.ComponentResource):
         aws.iam.RolePolicy(
             naming.platform_name(region, "lb-controller"),
             role=role.id,
-            policy=json.dumps(controller_policy()),
+            policy=json.dumps(controller_policy(naming.aws_partition(region))),
             opts=child,
         )
         association = aws.eks.PodIdentityAssociation(
@@ -217,12 +320,27 @@ class LoadBalancerController(pulumi.ComponentResource):
         values = pulumi.Output.all(args.cluster_name, args.vpc_id).apply(
             lambda names: controller_values(names[0], region, names[1], args.ingress)
         )
+        # Deleting a CRD deletes every object of its kind (the TargetGroupBindings behind each
+        # route), so a CRD that leaves the stack stays in the cluster, as Helm leaves its CRDs.
+        crd_opts = pulumi.ResourceOptions(parent=self, provider=args.kubernetes, retain_on_delete=True)
+        self.crds = [
+            k8s.apiextensions.v1.CustomResourceDefinition(
+                naming.platform_name(region, "lb-controller", crd["metadata"]["name"]),
+                metadata=crd["metadata"],
+                spec=crd["spec"],
+                opts=crd_opts,
+            )
+            for crd in controller_crds()
+        ]
         helm_release(
             naming.platform_name(region, "lb-controller"),
             pins().charts.aws_load_balancer_controller,
             values,
             NAMESPACE,
-            pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[association, args.addons]),
+            pulumi.ResourceOptions(
+                parent=self, provider=args.kubernetes, depends_on=[association, args.addons, *self.crds]
+            ),
+            skip_crds=True,
         )
         self.role_arn = role.arn
         self.register_outputs({"role_arn": self.role_arn})

@@ -124,7 +124,13 @@ def classic_objects(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
 
 
 def namespace(name: str) -> dict[str, Any]:
-    return {"apiVersion": "v1", "kind": "Namespace", "metadata": metadata(name, None, naming.fleet_labels())}
+    """A namespace of the fleet's endpoints, its pods given the load balancer controller's readiness gates."""
+    key, value = naming.POD_READINESS_GATE_LABEL
+    return {
+        "apiVersion": "v1",
+        "kind": "Namespace",
+        "metadata": metadata(name, None, {**naming.fleet_labels(), key: value}),
+    }
 
 
 def workload_service_account(namespace_name: str) -> dict[str, Any]:

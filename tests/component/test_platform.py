@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components import scheduling
-from components.catalog import pins
+from components.catalog import CONFIG_DIR, chart_crds, pins
+from components.platform.load_balancer import controller_policy
 from fleetctl.plan import SECRET, Plan, region_of, run_program
 from fleetctl.stackfile import read_stack_file
 from tests.component.programs import by_type, example_plan
@@ -112,6 +115,76 @@ def test_the_load_balancer_controller_runs_under_pod_identity_with_the_regions_s
     role = one(plan, "aws:iam/role:Role", region, f"{region}-lb-controller")
     trust = json.loads(role["inputs"]["assumeRolePolicy"])
     assert trust["Statement"][0]["Principal"] == {"Service": "pods.eks.amazonaws.com"}
+
+
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_the_load_balancer_controller_role_has_the_controllers_policy(region: str) -> None:
+    policy = one(example_plan("prod"), "aws:iam/rolePolicy:RolePolicy", region, f"{region}-lb-controller")
+    assert json.loads(policy["inputs"]["policy"]) == controller_policy("aws")
+
+
+CRD = "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition"
+STACK_REGIONS = [("dev", "us-west-2"), *(("prod", region) for region in PROD_REGIONS)]
+CONTROLLER_CRDS = {
+    # name: (kind, [(version, served, storage)]) of the chart 3.4.2's crds/
+    "albtargetcontrolconfigs.elbv2.k8s.aws": ("ALBTargetControlConfig", [("v1beta1", True, True)]),
+    "globalaccelerators.aga.k8s.aws": ("GlobalAccelerator", [("v1beta1", True, True)]),
+    "ingressclassparams.elbv2.k8s.aws": ("IngressClassParams", [("v1beta1", True, True)]),
+    "targetgroupbindings.elbv2.k8s.aws": ("TargetGroupBinding", [("v1alpha1", True, False), ("v1beta1", True, True)]),
+    "listenerruleconfigurations.gateway.k8s.aws": ("ListenerRuleConfiguration", [("v1beta1", True, True)]),
+    "loadbalancerconfigurations.gateway.k8s.aws": ("LoadBalancerConfiguration", [("v1beta1", True, True)]),
+    "targetgroupconfigurations.gateway.k8s.aws": ("TargetGroupConfiguration", [("v1beta1", True, True)]),
+}
+
+
+@pytest.mark.parametrize(("stack", "region"), STACK_REGIONS)
+def test_the_controller_crds_are_applied_once_per_region_by_the_controller_component(stack: str, region: str) -> None:
+    plan = example_plan(stack)
+    controller = one(plan, "inference-fleet:platform:LoadBalancerController", region)
+    provider = one(plan, "pulumi:providers:kubernetes", region)
+    crds = {crd["inputs"]["metadata"]["name"]: crd for crd in in_region(plan, CRD, region)}
+    assert len(crds) == len(in_region(plan, CRD, region))
+    assert sorted(crds) == sorted(CONTROLLER_CRDS)
+    vendored = {crd["metadata"]["name"]: crd for crd in chart_crds(pins().charts.aws_load_balancer_controller)}
+    for name, crd in crds.items():
+        inputs = crd["inputs"]
+        kind, versions = CONTROLLER_CRDS[name]
+        assert crd["name"] == f"{region}-lb-controller-{name}"
+        assert (inputs["apiVersion"], inputs["kind"]) == ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
+        assert inputs["spec"] == vendored[name]["spec"]
+        assert inputs["spec"]["names"]["kind"] == kind
+        assert [(v["name"], v["served"], v["storage"]) for v in inputs["spec"]["versions"]] == versions
+        assert inputs["metadata"]["labels"]["app.kubernetes.io/version"] == "3.4.2"
+        assert inputs["metadata"]["annotations"]["pulumi.com/patchForce"] == "true"
+        assert crd["parent"] == controller["urn"]
+        assert crd["provider"] == provider["urn"]
+        assert crd["options"]["retainOnDelete"] is True
+
+
+@pytest.mark.parametrize(("stack", "region"), STACK_REGIONS)
+def test_the_controller_release_skips_the_charts_crds_and_waits_for_ours(stack: str, region: str) -> None:
+    plan = example_plan(stack)
+    release = one(plan, "kubernetes:helm.sh/v3:Release", region, f"{region}-lb-controller")
+    assert release["inputs"]["skipCrds"] is True
+    crds = {crd["urn"] for crd in in_region(plan, CRD, region)}
+    assert len(crds) == len(CONTROLLER_CRDS)
+    assert crds <= set(release["options"]["dependsOn"])
+    others = [r for r in in_region(plan, "kubernetes:helm.sh/v3:Release", region) if r["urn"] != release["urn"]]
+    assert others
+    assert all("skipCrds" not in other["inputs"] for other in others)
+
+
+def test_the_vendored_crds_are_the_charts_files_verbatim() -> None:
+    """Each part of the vendored file is byte for byte the upstream file its header names, by git blob id."""
+    chart = pins().charts.aws_load_balancer_controller
+    assert chart.crds == f"aws-load-balancer-controller-{chart.version}-crds.yaml"
+    text = (CONFIG_DIR / chart.crds).read_text(encoding="utf-8")
+    parts = re.split(r"^# part (crds/[\w.-]+) blob ([0-9a-f]{40})\n", text, flags=re.MULTILINE)
+    named = {(parts[i], parts[i + 1]): parts[i + 2].encode() for i in range(1, len(parts), 3)}
+    assert sorted(path for path, _ in named) == ["crds/crds.yaml", "crds/gateway-crds.yaml"]
+    for (path, blob), data in named.items():
+        assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob, path
+    assert all(line.startswith("#") or not line for line in parts[0].splitlines())
 
 
 @pytest.mark.parametrize("region", PROD_REGIONS)

@@ -8,6 +8,7 @@ review the diff of tests/golden/ like any other change.
 from __future__ import annotations
 
 import io
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -212,3 +213,43 @@ def test_strict_validation_rejects_a_misspelt_field() -> None:
 def test_every_rendered_kind_has_a_typed_pulumi_resource(family: str, case: str) -> None:
     for document in rendered(family, case):
         assert (document["apiVersion"], document["kind"]) in KINDS
+
+
+@pytest.mark.parametrize(("family", "case"), GOLDEN_CASES)
+def test_every_namespace_asks_the_load_balancer_controller_for_readiness_gates(family: str, case: str) -> None:
+    (namespace_document,) = [document for document in rendered(family, case) if document["kind"] == "Namespace"]
+    assert namespace_document["metadata"]["labels"]["elbv2.k8s.aws/pod-readiness-gate-inject"] == "enabled"
+
+
+SERVER_ROUTES = [
+    (family, case)
+    for family, case in GOLDEN_CASES
+    if family == "classic" or MOONCAKE_CASES[case][0]["mooncake"]["mode"] == "store"
+]
+"""Cases whose route leads to the servers themselves. A split Mooncake endpoint's route leads to its
+proxy, which the bundled script serves without a health path: the ALB checks GET /v1/completions
+for 405 (components/render/proxy.py), which shows only that something answers on the port."""
+
+
+@pytest.mark.parametrize(("family", "case"), SERVER_ROUTES)
+def test_a_route_to_servers_health_checks_their_readiness_path_for_200(family: str, case: str) -> None:
+    """The ALB checks what the kubelet's readiness probe checks, the framework's health path, and
+    wants 200, which vLLM, SGLang and TGI (/health) and Triton (/v2/health/ready) answer when they serve."""
+    documents = rendered(family, case)
+    (ingress,) = [document for document in documents if document["kind"] == "Ingress"]
+    annotations = ingress["metadata"]["annotations"]
+    assert annotations["alb.ingress.kubernetes.io/success-codes"] == "200"
+    (action,) = [json.loads(value) for key, value in annotations.items() if "/actions." in key]
+    backends = [group["serviceName"] for group in action["forwardConfig"]["targetGroups"]]
+    for backend in backends:
+        (service,) = [d for d in documents if d["kind"] == "Service" and d["metadata"]["name"] == backend]
+        selector = service["spec"]["selector"]
+        pods = [
+            d["spec"]["template"]
+            for d in documents
+            if d["kind"] in ("Deployment", "StatefulSet")
+            and selector.items() <= d["spec"]["template"]["metadata"]["labels"].items()
+        ]
+        assert len(pods) == 1, backend
+        (probe,) = [c["readinessProbe"] for c in pods[0]["spec"]["containers"] if "readinessProbe" in c]
+        assert annotations["alb.ingress.kubernetes.io/healthcheck-path"] == probe["httpGet"]["path"]
