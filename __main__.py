@@ -9,13 +9,14 @@ import pulumi_aws as aws
 
 from components import naming
 from components.fleet import Fleet, FleetArgs
-from components.spec import CONFIG_KEYS, SpecError, parse_stack_config
+from components.spec import CONFIG_KEYS, SpecError
+from components.validation import validate_stack
 
 config = pulumi.Config()
 stack = pulumi.get_stack()
 try:
     raw = {key: config.get_object(key) for key in CONFIG_KEYS if config.get(key) is not None}
-    spec = parse_stack_config(raw, stack=stack)
+    spec = validate_stack(raw, stack=stack)
 except SpecError as error:
     # Every problem at once, before any resource is registered; no traceback.
     raise pulumi.RunError(f"invalid stack config:\n{error}") from None

@@ -18,6 +18,11 @@ if TYPE_CHECKING:  # the spec package imports this module
 NODE_GROUP_LABEL = "inference-fleet/node-group"
 EFA_LABEL = "inference-fleet/efa"
 ACCELERATOR_LABEL = "inference-fleet/accelerator"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+"""The label the NVIDIA device plugin chart's default node affinity requires (NVIDIA/k8s-device-plugin
+v0.19.3, deployments/helm/nvidia-device-plugin/values.yaml) when Node Feature Discovery does not run.
+The EKS AL2023 AMI sets it itself only from Kubernetes 1.35 (amazon-eks-ami
+nodeadm/internal/kubelet/config.go), so our NVIDIA groups carry it on every version."""
 CAPACITY_TYPE_LABEL = "eks.amazonaws.com/capacityType"
 """Set by EKS on every node of a managed node group, to the EKS spelling of its capacity type."""
 
@@ -67,6 +72,8 @@ EFA_TAINT = Taint("vpc.amazonaws.com/efa", "true")
 
 def node_labels(group_name: str, efa: bool, facts: InstanceType) -> dict[str, str]:
     labels = {NODE_GROUP_LABEL: group_name, ACCELERATOR_LABEL: facts.accelerator}
+    if facts.accelerator == "nvidia":
+        labels[GPU_PRESENT_LABEL] = "true"
     if efa:
         labels[EFA_LABEL] = "true"
     return labels

@@ -16,8 +16,9 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent, MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
 
-from components.spec import NAMESPACE, StackSpec, parse_stack_config
+from components.spec import NAMESPACE, StackSpec
 from components.spec.errors import Problem, ProblemsError, dotted
+from components.validation import validate_stack
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STACKS_DIR = PROJECT_ROOT / "stacks"
@@ -71,7 +72,7 @@ def read_stack_file(path: Path) -> StackFile:
 def load_stack(path: Path) -> tuple[StackFile, StackSpec]:
     """A stack file and its validated spec; raises ProblemsError listing every problem."""
     stack_file = read_stack_file(path)
-    return stack_file, parse_stack_config(stack_file.project_config, stack=stack_file.stack)
+    return stack_file, validate_stack(stack_file.project_config, stack=stack_file.stack)
 
 
 def parse_stack_bytes(path: Path, data: bytes) -> StackFile:

@@ -283,7 +283,7 @@ def _place_in_region(
                 f"is {endpoint.capacity_type!r} but {group_ref} is {group.capacity_type!r}; no node would match",
             )
         )
-    problems += _capacity_problems(path, endpoint, region_name, group_ref, group, facts)
+    problems += _capacity_problems(path, endpoint, group_ref, facts)
     return group_name, problems
 
 
@@ -313,41 +313,15 @@ def _default_group(
     )
 
 
-def _capacity_problems(
-    path: list[str | int],
-    endpoint: Endpoint,
-    region_name: str,
-    group_ref: str,
-    group: NodeGroup,
-    facts: InstanceType,
-) -> list[Problem]:
+def _capacity_problems(path: list[str | int], endpoint: Endpoint, group_ref: str, facts: InstanceType) -> list[Problem]:
+    """A pod never spans nodes. How many pods the group holds at once, with every other pod of
+    the region and the rollout surge, is the schedulability check's (components/schedulability)."""
     per_pod = endpoint.gpu_count
-    if per_pod == 0:
+    if per_pod <= facts.accelerators:
         return []
-    if per_pod > facts.accelerators:
-        return [
-            Problem(
-                dotted([*path, "gpu_count"]),
-                f"{per_pod} GPUs per pod do not fit one node of {group_ref} ({facts.accelerators} per instance)",
-            )
-        ]
-    pods = endpoint.max_gpu_pods()
-    needed = pods * per_pod
-    # Pods do not span nodes: a node holds floor(GPUs per node / GPUs per pod) of them; an
-    # rdma pod requests every EFA device of its node, so it holds the node alone.
-    per_node = 1 if endpoint.transfer_protocol == "rdma" else facts.accelerators // per_pod
-    available = group.max_size * per_node * per_pod
-    if needed <= available:
-        return []
-    packing = f"max_size {group.max_size} x {facts.accelerators} GPUs per instance"
-    if endpoint.transfer_protocol == "rdma" and per_pod != facts.accelerators:
-        packing += f", one {per_pod}-GPU pod per node (each takes all of its EFA devices)"
-    elif per_node * per_pod != facts.accelerators:
-        packing += f", of which {per_node * per_pod} hold whole {per_pod}-GPU pods"
     return [
         Problem(
-            dotted(path),
-            f"in {region_name} needs up to {needed} GPUs ({pods} pods x {per_pod}) but {group_ref} holds at most "
-            f"{available} ({packing}); raise max_size or lower the counts",
+            dotted([*path, "gpu_count"]),
+            f"{per_pod} GPUs per pod do not fit one node of {group_ref} ({facts.accelerators} per instance)",
         )
     ]

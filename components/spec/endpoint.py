@@ -353,20 +353,3 @@ class Endpoint(SpecModel):
             engine=self.engine or EngineCapabilities(),
         )
         return server_launch(self.framework, inputs)
-
-    def max_gpu_pods(self) -> int:
-        """Most GPU pods the endpoint can run at once (counts, canary and autoscaling maxima)."""
-        if self.mooncake is None:
-            autoscaling = self.autoscaling
-            pods = autoscaling.max_replicas if autoscaling and autoscaling.enabled else (self.replicas or 0)
-            return pods + (self.canary.replicas if self.canary else 0)
-        if not self.mooncake.split:
-            return 1
-        topology = self.mooncake.topology
-        assert topology is not None
-        scaling = self.mooncake.autoscaling
-        prefill, decode = topology.prefill, topology.decode
-        if scaling.enabled:
-            prefill = max(prefill, scaling.prefill.max_replicas) if scaling.prefill else prefill
-            decode = max(decode, scaling.decode.max_replicas) if scaling.decode else decode
-        return prefill + decode

@@ -10,8 +10,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import naming
-from components.render.classic import PROGRESS_DEADLINE_SECONDS, classic_objects
-from components.render.mooncake import cold_tier_target, mooncake_objects
+from components.render.classic import PROGRESS_DEADLINE_SECONDS
+from components.render.endpoint import endpoint_objects
 from components.render.placement import PlacedEndpoint
 from components.render.route import address
 from components.spec.engine import EndpointRecord, EngineCapabilities
@@ -43,13 +43,11 @@ def rendered(endpoint: PlacedEndpoint, bucket: pulumi.Output[str] | None) -> dic
     """The endpoint's manifests. The cold tier's bucket is known only once the region's
     bucket exists: the objects are rendered once more inside that one Output, and every
     field but the identity ones takes its value from there."""
-    if endpoint.spec.mooncake is None:
-        return classic_objects(endpoint)
-    if not endpoint.spec.mooncake.store.cold_tier_enabled:
-        return mooncake_objects(endpoint, None)
+    shapes = endpoint_objects(endpoint)
+    if endpoint.spec.mooncake is None or not endpoint.spec.mooncake.store.cold_tier_enabled:
+        return shapes
     assert bucket is not None, "a cold-tier endpoint is placed only where the region has a cold tier"
-    shapes = mooncake_objects(endpoint, cold_tier_target(endpoint, "<cold-tier-bucket>"))
-    resolved = bucket.apply(lambda name: mooncake_objects(endpoint, cold_tier_target(endpoint, name)))
+    resolved = bucket.apply(lambda name: endpoint_objects(endpoint, name))
 
     def field_of(part: str, field: str) -> pulumi.Output[Any]:
         return resolved.apply(lambda objects: objects[part][field])

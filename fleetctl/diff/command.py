@@ -12,8 +12,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from components.spec import SpecError, parse_stack_config
+from components.spec import SpecError
 from components.spec.errors import Problem, ProblemsError
+from components.validation import validate_stack
 from fleetctl.diff.engine import diff_plans
 from fleetctl.diff.render import RENDERERS
 from fleetctl.plan import ProgramError, run_program
@@ -71,7 +72,7 @@ def read_plan(path: Path, label: str) -> dict[str, Any]:
 def plan_stack_file(stack_file: StackFile, label: str) -> dict[str, Any]:
     """Validate the stack file as ``fleetctl validate`` does, then plan it in-process."""
     try:
-        parse_stack_config(stack_file.project_config, stack=stack_file.stack)
+        validate_stack(stack_file.project_config, stack=stack_file.stack)
     except SpecError as error:
         raise InputError([Problem(label, "the stack config is invalid:"), *error.problems]) from None
     try:

@@ -26,8 +26,8 @@ from ruamel.yaml import YAML
 from ruamel.yaml.comments import CommentedMap
 from ruamel.yaml.error import YAMLError
 
-from components.spec import parse_stack_config
 from components.spec.errors import Problem, dotted
+from components.validation import validate_stack
 from fleetctl.stackfile import StackFileError, parse_stack_bytes, read_stack_file, stack_name
 
 Operation = Callable[[CommentedMap], Sequence[str]]
@@ -287,6 +287,6 @@ def prepare_edit(path: Path, operation: Operation) -> Edit:
     if after == document.original:
         return Edit(document, after, notes, ())
     edited = parse_stack_bytes(path, after)
-    parse_stack_config(edited.project_config, stack=edited.stack)
+    validate_stack(edited.project_config, stack=edited.stack)
     changes = tuple(config_changes(document.project_config, edited.project_config))
     return Edit(document, after, notes, changes)

@@ -21,7 +21,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
-from components.spec import parse_stack_config
+from components.validation import validate_stack
 from fleetctl.cli import main
 from fleetctl.stackfile import read_stack_file, stack_path
 
@@ -241,7 +241,7 @@ def test_an_accepted_edit_changes_exactly_the_expected_lines_and_keeps_every_oth
     assert changed_lines(before, after) == expected
     removed = "\n".join(line for line in expected if line.startswith("-"))
     assert comments(after) == [comment for comment in comments(before) if comment not in removed]
-    parse_stack_config(read_stack_file(path).project_config, stack=stack)
+    validate_stack(read_stack_file(path).project_config, stack=stack)
     assert sorted(tmp_path.iterdir()) == [path]
 
 
@@ -335,6 +335,8 @@ def test_stale_per_region_images_are_dropped(argv: list[str], expected: list[str
 
 def test_the_cold_tier_turns_a_disabled_store_back_on(tmp_path: Path) -> None:
     path = copy_stack(tmp_path, "prod")
+    # Room on p5 for the store's server (an rdma pod takes a node) and its rollout surge.
+    path.write_text(path.read_text().replace("max_size: 5 ", "max_size: 7 "))
     add = ["endpoint", "add", "kv", "--mooncake-mode", "store", "--node-group", "p5", "--region", "us-east-1"]
     assert fleetctl(add, path) == 0
     assert fleetctl(["store", "configure", "kv", "--disable"], path) == 0
@@ -445,7 +447,11 @@ REFUSED = {
     "scale a Mooncake endpoint": ("dev", ["scale", "chat-pd", "2"], "use topology"),
     "scale an autoscaled endpoint": ("prod", ["scale", "summarize", "2"], "change min/max or disable autoscaling"),
     "scale below zero": ("dev", ["scale", "assistant", "-1"], "replicas: must be an integer >= 0, got -1"),
-    "scale beyond the node group": ("dev", ["scale", "assistant", "13"], "needs up to 13 GPUs"),
+    "scale beyond the node group": (
+        "dev",
+        ["scale", "assistant", "13"],
+        "regions.us-west-2.node_groups.gpu: cannot hold the 19 pods that can only run on it",
+    ),
     "scale an unknown endpoint": ("dev", ["scale", "nope", "1"], "endpoints.nope: no such endpoint"),
     "topology of a classic endpoint": ("dev", ["topology", "set", "assistant", "--prefill", "2"], "classic endpoint"),
     "topology of zero": (
@@ -721,9 +727,9 @@ def test_a_file_changed_during_the_edit_is_refused_and_the_other_change_kept(
 
     def validation_while_someone_edits(*args: object, **kwargs: object) -> object:
         path.write_text(concurrent)  # another fleetctl, or an editor, saves meanwhile
-        return parse_stack_config(*args, **kwargs)  # type: ignore[arg-type]
+        return validate_stack(*args, **kwargs)  # type: ignore[arg-type]
 
-    monkeypatch.setattr("fleetctl.edit.document.parse_stack_config", validation_while_someone_edits)
+    monkeypatch.setattr("fleetctl.edit.document.validate_stack", validation_while_someone_edits)
     assert fleetctl(["scale", "assistant", "2"], path) == 1
     err = capsys.readouterr().err
     assert path.read_text() == concurrent
@@ -792,7 +798,7 @@ def test_any_sequence_of_accepted_edits_leaves_a_file_that_validates(case: tuple
                 code = fleetctl(argv, path)
             event(f"{argv[0]}: {'accepted' if code == 0 else 'refused'}")
             if code == 0:
-                parse_stack_config(read_stack_file(path).project_config, stack=stack)
+                validate_stack(read_stack_file(path).project_config, stack=stack)
             else:
                 assert path.read_bytes() == before, argv
             assert os.listdir(directory) == [path.name]

@@ -315,49 +315,6 @@ PLACEMENT_REJECTS = [
         "5 GPUs per pod do not fit one node of regions.us-east-1.node_groups.gpu (4 per instance)",
     ),
     case(
-        "replicas_beyond_the_group_capacity",
-        with_classic({"replicas": 9}),
-        "endpoints.chat",
-        "in us-east-1 needs up to 9 GPUs (9 pods x 1) but regions.us-east-1.node_groups.gpu holds at most 8",
-    ),
-    case(
-        "replicas_plus_canary_beyond_the_group_capacity",
-        with_classic({"replicas": 7, "canary": {"image": "x:2", "replicas": 2}}),
-        "endpoints.chat",
-        "in us-east-1 needs up to 9 GPUs (9 pods x 1) but regions.us-east-1.node_groups.gpu holds at most 8",
-    ),
-    case(
-        "autoscaling_maximum_beyond_the_group_capacity",
-        with_classic({"autoscaling": {"max_replicas": 9}}),
-        "endpoints.chat",
-        "in us-east-1 needs up to 9 GPUs (9 pods x 1) but regions.us-east-1.node_groups.gpu holds at most 8",
-    ),
-    case(
-        "autoscaling_maximum_plus_canary_beyond_the_group_capacity",
-        with_classic({"autoscaling": {"max_replicas": 8}, "canary": {"image": "x:2"}}),
-        "endpoints.chat",
-        "needs up to 9 GPUs (9 pods x 1)",
-    ),
-    case(
-        "topology_beyond_the_group_capacity",
-        with_mooncake({"gpu_count": 8, "mooncake": {"topology": {"prefill": 2, "decode": 3}}}),
-        "endpoints.chat",
-        "in us-east-1 needs up to 40 GPUs (5 pods x 8) but regions.us-east-1.node_groups.p5 holds at most 32",
-    ),
-    case(
-        "role_autoscaling_maximum_beyond_the_group_capacity",
-        with_mooncake({"gpu_count": 8, "mooncake": {"autoscaling": {"enabled": True, "decode": {"max_replicas": 4}}}}),
-        "endpoints.chat",
-        "in us-east-1 needs up to 40 GPUs (5 pods x 8) but regions.us-east-1.node_groups.p5 holds at most 32",
-    ),
-    case(
-        "rdma_pods_beyond_one_per_node",
-        mooncake_block({"topology": {"prefill": 3, "decode": 2}}),
-        "endpoints.chat",
-        "needs up to 5 GPUs (5 pods x 1) but regions.us-east-1.node_groups.p5 holds at most 4 (max_size 4 x 8 GPUs "
-        "per instance, one 1-GPU pod per node (each takes all of its EFA devices))",
-    ),
-    case(
         "capacity_type_no_node_of_the_group_has",
         with_classic({"capacity_type": "spot"}),
         "endpoints.chat.capacity_type",
@@ -377,16 +334,6 @@ def test_rejects_endpoint_that_does_not_fit_its_regions(config: dict[str, Any], 
     problem = only_problem(config)
     assert problem.path == path
     assert fragment in problem.message
-
-
-def test_capacity_error_names_the_endpoint_the_region_and_both_numbers() -> None:
-    problem = only_problem(
-        two_regions(
-            {"big-chat": classic_endpoint({"replicas": 5})}, "eu-west-1", {"node_groups": {"gpu": {"max_size": 1}}}
-        )
-    )
-    assert problem.path == "endpoints.big-chat"
-    assert re.search(r"\bin eu-west-1\b.*\b5 GPUs\b.*\bat most 4\b", problem.message), problem.message
 
 
 # Section 1: endpoint fields.
@@ -1099,19 +1046,6 @@ def test_canary_image_is_trimmed_and_weight_and_replicas_default() -> None:
     canary = chat(with_classic({"canary": {"image": "  vllm/vllm-openai:v0.34.0 \n"}})).canary
     assert canary is not None
     assert (canary.image, canary.weight, canary.replicas) == ("vllm/vllm-openai:v0.34.0", 10, 1)
-
-
-def test_capacity_exactly_at_the_group_maximum_is_accepted() -> None:
-    assert chat(with_classic({"replicas": 7, "canary": {"image": "x:2"}})).replicas == 7
-    topology = chat(with_mooncake({"gpu_count": 8, "mooncake": {"topology": {"prefill": 2, "decode": 2}}})).mooncake
-    assert topology is not None
-    assert topology.topology is not None
-    assert (topology.topology.prefill, topology.topology.decode) == (2, 2)
-
-
-def test_disabled_autoscaling_does_not_count_towards_capacity() -> None:
-    endpoint = chat(with_classic({"autoscaling": {"enabled": False, "max_replicas": 100}}))
-    assert endpoint.max_gpu_pods() == 1
 
 
 def test_endpoint_without_gpus_needs_no_gpu_group() -> None:

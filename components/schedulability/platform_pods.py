@@ -1,0 +1,149 @@
+"""The platform's own pods in a region: the DaemonSets every node runs (EKS add-ons, and the
+device plugins that make a node advertise its GPUs and EFA devices) and the Deployments
+that need an untainted node (CoreDNS, the load balancer controller). Device plugins are
+rendered from the chart defaults recorded in config/platform_pods.yaml merged with the
+values we pass, as Helm merges them, so a value we change is a value the check sees."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+from components.catalog import CONFIG_DIR, _read
+from components.platform.addons import efa_plugin_values, nvidia_plugin_values
+from components.platform.load_balancer import NAMESPACE as CONTROLLER_NAMESPACE
+from components.platform.load_balancer import controller_values
+from components.schedulability.nodes import Node
+from components.schedulability.quantities import amounts
+from components.schedulability.workloads import DEFAULT_MAX_SURGE, Workload, scaled
+from components.scheduling import DEVICE_RESOURCES, EFA_RESOURCE
+from components.spec.region import Region
+
+FACTS_FILE = CONFIG_DIR / "platform_pods.yaml"
+SYSTEM_NAMESPACE = "kube-system"
+REQUIRED = "requiredDuringSchedulingIgnoredDuringExecution"
+
+
+@cache
+def facts() -> Mapping[str, Any]:
+    loaded = _read(FACTS_FILE.name)
+    assert isinstance(loaded, Mapping)
+    return loaded
+
+
+def helm_merge(defaults: Mapping[str, Any], values: Mapping[str, Any]) -> dict[str, Any]:
+    """Helm's coalescing of user values over chart defaults: maps merge key by key, anything
+    else (lists included) replaces, and null deletes the default."""
+    merged = dict(defaults)
+    for key, value in values.items():
+        if value is None:
+            merged.pop(key, None)
+        elif isinstance(value, Mapping) and isinstance(merged.get(key), Mapping):
+            merged[key] = helm_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+@dataclass(frozen=True)
+class DaemonSet:
+    name: str
+    pod: Mapping[str, Any]
+    requests: Mapping[str, int]
+    resource: str | None = None
+    """The extended resource it makes a node advertise, if it is a device plugin."""
+    supply: Callable[[Node], int] = lambda node: 0
+    """How much of ``resource`` a node has, when the plugin runs there (0: not its hardware)."""
+
+
+def nvidia_device_plugin() -> DaemonSet:
+    chart = facts()["charts"]["nvidia_device_plugin"]
+    values = helm_merge(chart["defaults"], nvidia_plugin_values())
+    return DaemonSet(
+        name="nvidia-device-plugin",
+        pod={key: values[key] for key in ("nodeSelector", "affinity", "tolerations") if key in values},
+        requests=amounts((values.get("resources") or {}).get("requests") or {}),
+        resource=DEVICE_RESOURCES["nvidia"],
+        supply=lambda node: node.facts.accelerators if node.facts.accelerator == "nvidia" else 0,
+    )
+
+
+def efa_device_plugin() -> DaemonSet:
+    chart = facts()["charts"]["efa_device_plugin"]
+    values = helm_merge(chart["defaults"], efa_plugin_values())
+    supported = values["supportedInstanceLabels"]
+    terms = [
+        {
+            "matchExpressions": [
+                {"key": key, "operator": "In", "values": list(supported["values"])},
+                {"key": "eks.amazonaws.com/compute-type", "operator": "NotIn", "values": ["auto"]},
+            ]
+        }
+        for key in supported["keys"]
+    ]
+    return DaemonSet(
+        name="aws-efa-k8s-device-plugin",
+        pod={
+            "nodeSelector": values.get("nodeSelector") or {},
+            "affinity": {
+                "nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": terms}}
+            },
+            "tolerations": [*chart["template_tolerations"], *(values.get("tolerations") or [])],
+        },
+        requests=amounts((values.get("resources") or {}).get("requests") or {}),
+        resource=EFA_RESOURCE,
+        supply=lambda node: node.facts.efa_interfaces if node.efa else 0,
+    )
+
+
+def _addon_pod(addon: Mapping[str, Any]) -> dict[str, Any]:
+    return {key: addon[key] for key in ("nodeSelector", "affinity", "tolerations") if key in addon}
+
+
+def daemon_sets(region: Region, node_facts: list[Node]) -> list[DaemonSet]:
+    """The region's DaemonSets; a device plugin only where the platform installs it
+    (components/platform/addons.py: NVIDIA with any NVIDIA group, EFA with any EFA group)."""
+    found = [
+        DaemonSet(name=name, pod=_addon_pod(addon), requests=amounts(addon.get("requests") or {}))
+        for name, addon in facts()["addons"].items()
+        if addon["kind"] == "DaemonSet"
+    ]
+    if any(node.facts.accelerator == "nvidia" for node in node_facts):
+        found.append(nvidia_device_plugin())
+    if any(group.efa for group in region.node_groups.values()):
+        found.append(efa_device_plugin())
+    return found
+
+
+def platform_workloads(region_name: str, region: Region) -> list[Workload]:
+    """Deployments of the platform that must find room on the region's untainted nodes."""
+    found = [
+        _deployment(name, SYSTEM_NAMESPACE, _addon_pod(addon), addon.get("requests") or {}, int(addon["replicas"]))
+        for name, addon in facts()["addons"].items()
+        if addon["kind"] == "Deployment"
+    ]
+    chart = facts()["charts"]["aws_load_balancer_controller"]
+    values = helm_merge(chart["defaults"], controller_values("<cluster>", region_name, "<vpc>", region.ingress))
+    pod = {key: values[key] for key in ("nodeSelector", "affinity", "tolerations") if values.get(key)}
+    requests = (values.get("resources") or {}).get("requests") or {}
+    found.append(
+        _deployment("aws-load-balancer-controller", CONTROLLER_NAMESPACE, pod, requests, int(values["replicaCount"]))
+    )
+    return found
+
+
+def _deployment(
+    name: str, namespace: str, pod: Mapping[str, Any], requests: Mapping[str, str], replicas: int
+) -> Workload:
+    return Workload(
+        kind="Deployment",
+        name=name,
+        namespace=namespace,
+        endpoint=None,
+        pod=pod,
+        requests=amounts(requests),
+        replicas=replicas,
+        surge=scaled(DEFAULT_MAX_SURGE, replicas, round_up=True),
+    )
