@@ -36,6 +36,13 @@ class WorkloadIdentityArgs:
     """Endpoints of the region that write its cold tier (needs ``cold_tier``)."""
 
 
+def pod_identity_trust_policy(parent: pulumi.Resource) -> pulumi.Output[str]:
+    """The trust policy of a Pod Identity role, as JSON, for the account of ``parent``'s AWS provider
+    (the region's, inherited through ``parent``): the account is asked of STS, never typed."""
+    caller = aws.get_caller_identity_output(opts=pulumi.InvokeOutputOptions(parent=parent))
+    return caller.account_id.apply(lambda account: json.dumps(pod_identity_trust(account)))
+
+
 def kv_policy(cold_tier: ColdTier, region: str, sources: tuple[str, ...], prefix: str) -> pulumi.Output[str]:
     def document(arns: list[str]) -> str:
         return json.dumps(workload_access(arns[0], arns[1], region, sources, kv_prefix=prefix))
@@ -63,6 +70,7 @@ class WorkloadIdentity(pulumi.ComponentResource):
         if args.kv_endpoints and args.cold_tier is None:
             raise ValueError(f"endpoints write a cold tier that {args.region} does not have")
         region = args.region
+        self._trust = pod_identity_trust_policy(self)
 
         role = self._role(naming.platform_name(region, "workload"), f"Inference pods in {region}")
         if args.model_sources:
@@ -103,7 +111,7 @@ class WorkloadIdentity(pulumi.ComponentResource):
         return aws.iam.Role(
             name,
             description=f"{description}, through EKS Pod Identity",
-            assume_role_policy=json.dumps(pod_identity_trust()),
+            assume_role_policy=self._trust,
             opts=pulumi.ResourceOptions(parent=self),
         )
 

@@ -18,7 +18,7 @@ import pulumi_kubernetes as k8s
 from components import naming
 from components.catalog import chart_crds, pins
 from components.platform.addons import helm_release
-from components.platform.policies import pod_identity_trust
+from components.platform.identity import pod_identity_trust_policy
 from components.spec.region import Ingress
 
 NAMESPACE = "kube-system"
@@ -299,7 +299,7 @@ class LoadBalancerController(pulumi.ComponentResource):
         child = pulumi.ResourceOptions(parent=self)
         role = aws.iam.Role(
             naming.platform_name(region, "lb-controller"),
-            assume_role_policy=json.dumps(pod_identity_trust()),
+            assume_role_policy=pod_identity_trust_policy(self),
             description=f"AWS Load Balancer Controller of the {region} cluster",
             opts=child,
         )

@@ -75,8 +75,15 @@ def deny_insecure_transport(bucket_arn: str) -> Document:
     )
 
 
-def pod_identity_trust() -> Document:
-    """Trust policy of a role assumed through EKS Pod Identity (the agent also tags the session)."""
+def pod_identity_trust(account_id: str) -> Document:
+    """Trust policy of a role assumed through EKS Pod Identity (the agent also tags the session),
+    only on behalf of ``account_id``: the cross-service confused deputy guard of the IAM user guide.
+
+    No ``aws:SourceArn``: the EKS user guide's Pod Identity role page recommends none (it narrows
+    roles by the session tags Pod Identity sets instead), so we do not guess what the key carries.
+    """
+    if not (len(account_id) == 12 and account_id.isdigit()):
+        raise ValueError(f"an AWS account id is 12 digits, got {account_id!r}")
     return _document(
         [
             {
@@ -84,6 +91,7 @@ def pod_identity_trust() -> Document:
                 "Effect": "Allow",
                 "Principal": {"Service": "pods.eks.amazonaws.com"},
                 "Action": ["sts:AssumeRole", "sts:TagSession"],
+                "Condition": {"StringEquals": {"aws:SourceAccount": account_id}},
             }
         ]
     )

@@ -252,16 +252,21 @@ def test_every_aws_resource_is_a_child_of_its_component_on_the_regions_provider(
 # Workload identity.
 
 
-def test_the_workload_role_is_trusted_only_by_eks_pod_identity(plan: Plan) -> None:
-    role = one(plan, "aws:iam/role:Role", "us-east-1-workload")
+@pytest.mark.parametrize("role_name", ["us-east-1-workload", "us-east-1-kv-chat", "ca-central-1-workload"])
+def test_each_pod_identity_role_is_trusted_only_by_eks_pod_identity_for_the_account(plan: Plan, role_name: str) -> None:
+    role = one(plan, "aws:iam/role:Role", role_name)
     assert document(role["inputs"]["assumeRolePolicy"])["Statement"] == [
         {
             "Sid": "EksPodIdentity",
             "Effect": "Allow",
             "Principal": {"Service": "pods.eks.amazonaws.com"},
             "Action": ["sts:AssumeRole", "sts:TagSession"],
+            "Condition": {"StringEquals": {"aws:SourceAccount": "123456789012"}},
         }
     ]
+
+
+def test_the_workload_role_arn_is_exported(plan: Plan) -> None:
     assert plan.outputs["us-east-1-role"] == "arn:aws:iam:offline:123456789012:role/us-east-1-workload"
 
 

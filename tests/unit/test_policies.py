@@ -72,8 +72,8 @@ def test_the_bucket_policy_only_denies() -> None:
 # Trust.
 
 
-def test_only_eks_pod_identity_may_assume_the_workload_role_and_tag_its_session() -> None:
-    assert pod_identity_trust() == {
+def test_only_eks_pod_identity_for_the_account_may_assume_the_role_and_tag_its_session() -> None:
+    assert pod_identity_trust("123456789012") == {
         "Version": "2012-10-17",
         "Statement": [
             {
@@ -81,9 +81,21 @@ def test_only_eks_pod_identity_may_assume_the_workload_role_and_tag_its_session(
                 "Effect": "Allow",
                 "Principal": {"Service": "pods.eks.amazonaws.com"},
                 "Action": ["sts:AssumeRole", "sts:TagSession"],
+                "Condition": {"StringEquals": {"aws:SourceAccount": "123456789012"}},
             }
         ],
     }
+
+
+def test_the_trust_names_the_account_it_is_given() -> None:
+    statement = pod_identity_trust("210987654321")["Statement"][0]
+    assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": "210987654321"}}
+
+
+@pytest.mark.parametrize("account", ["", "12345678901", "1234567890123", "12345678901a", "<account>"])
+def test_the_trust_refuses_what_is_not_an_account_id(account: str) -> None:
+    with pytest.raises(ValueError, match="an AWS account id is 12 digits"):
+        pod_identity_trust(account)
 
 
 # Workload access: the cold tier.
