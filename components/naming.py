@@ -111,6 +111,17 @@ def cluster_name(stack: str, region: str) -> str:
     return f"{PROJECT}-{stack}-{region}"
 
 
+def access_entry_key(principal_arn: str) -> str:
+    """The key (and Pulumi name part) of an IAM principal's EKS access entry: ``<account>-<role|user>-<name>``.
+
+    Derived from the ARN alone, so adding or removing another principal never renames it. The
+    path is left out: IAM names are unique in an account whatever their path.
+    """
+    account, resource = principal_arn.split(":")[4], principal_arn.split(":", 5)[5]
+    kind, _, path_and_name = resource.partition("/")
+    return f"{account}-{kind}-{path_and_name.rsplit('/', 1)[-1]}"
+
+
 def node_group_name(stack: str, region: str, group: str) -> str:
     """The managed node group's AWS name."""
     return f"{cluster_name(stack, region)}-{group}"

@@ -13,12 +13,17 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from components import naming
+from components.spec.region import ClusterAccess
 
 # Every control-plane log stream, to CloudWatch.
 CONTROL_PLANE_LOGS = ["api", "audit", "authenticator", "controllerManager", "scheduler"]
 
 # Managed policies every EKS worker node needs (EKS user guide, "Amazon EKS node IAM role").
 NODE_POLICIES = ["AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly"]
+
+# The EKS access policy of a Kubernetes cluster-admin (EKS user guide, "Review access policy permissions").
+CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
+CLUSTER_ADMIN_ASSOCIATION = "cluster-admin"
 
 
 @dataclass(frozen=True)
@@ -30,12 +35,34 @@ class EksClusterArgs:
     private_subnet_ids: pulumi.Input[Sequence[str]]
     public_subnet_ids: pulumi.Input[Sequence[str]]
     protect: bool
+    access: ClusterAccess
 
 
 def ec2_trust_policy() -> dict[str, Any]:
     return {
         "Version": "2012-10-17",
         "Statement": [{"Effect": "Allow", "Principal": {"Service": "ec2.amazonaws.com"}, "Action": "sts:AssumeRole"}],
+    }
+
+
+def cluster_admin_policy_arn(region: str) -> str:
+    return f"arn:{naming.aws_partition(region)}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}"
+
+
+def admin_access_entries(admins: Sequence[str], region: str) -> dict[str, eks.AccessEntryArgs]:
+    """A STANDARD access entry per admin with cluster-admin over the whole cluster, keyed by the
+    principal (``naming.access_entry_key``): pulumi-eks names each entry ``<cluster>-<key>``."""
+    cluster_admin = eks.AccessPolicyAssociationArgs(
+        policy_arn=cluster_admin_policy_arn(region),
+        access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+    )
+    return {
+        naming.access_entry_key(arn): eks.AccessEntryArgs(
+            principal_arn=arn,
+            type=eks.AccessEntryType.STANDARD,
+            access_policies={CLUSTER_ADMIN_ASSOCIATION: cluster_admin},
+        )
+        for arn in admins
     }
 
 
@@ -86,7 +113,15 @@ class EksCluster(pulumi.ComponentResource):
             vpc_id=args.vpc_id,
             private_subnet_ids=args.private_subnet_ids,
             public_subnet_ids=args.public_subnet_ids,
+            # Access entries only. pulumi-eks also sets bootstrapClusterCreatorAdminPermissions, so whoever
+            # creates the cluster gets an access entry with cluster-admin from EKS, outside Pulumi's state.
             authentication_mode=eks.AuthenticationMode.API,
+            access_entries=admin_access_entries(args.access.admins, region),
+            # Nodes and pods always reach the API inside the VPC; from outside only the listed CIDRs do,
+            # and with none listed there is no public endpoint at all.
+            endpoint_private_access=True,
+            endpoint_public_access=bool(args.access.public_access_cidrs),
+            public_access_cidrs=list(args.access.public_access_cidrs) or None,
             upgrade_policy=aws.eks.ClusterUpgradePolicyArgs(support_type="STANDARD"),
             enabled_cluster_log_types=CONTROL_PLANE_LOGS,
             skip_default_node_group=True,

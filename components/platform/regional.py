@@ -63,6 +63,7 @@ class RegionalPlatform(pulumi.ComponentResource):
                 private_subnet_ids=network.private_subnet_ids,
                 public_subnet_ids=network.public_subnet_ids,
                 protect=spec.protect,
+                access=spec.cluster_access,
             ),
             child,
         )

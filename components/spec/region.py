@@ -8,6 +8,7 @@ from typing import Annotated, Literal, Self
 
 from pydantic import AfterValidator, Field, model_validator
 
+from components import naming
 from components.catalog import pins
 from components.spec.base import DnsLabel, SpecModel, fail, items
 
@@ -17,6 +18,14 @@ _VPC_ID = re.compile(r"^vpc-[0-9a-f]{8}([0-9a-f]{9})?$")
 _SUBNET_ID = re.compile(r"^subnet-[0-9a-f]{8}([0-9a-f]{9})?$")
 _RESERVATION_ID = re.compile(r"^cr-[0-9a-f]{17}$")
 _ACM_ARN = re.compile(r"^arn:aws[a-z-]*:acm:[a-z0-9-]+:[0-9]{12}:certificate/[A-Za-z0-9-]+$")
+# An IAM role or user: its name (at most 64 characters) after an optional path, each made of the
+# characters IAM allows in names. Names are unique in an account whatever their path.
+_IAM_NAME = r"[A-Za-z0-9+=,.@_-]"
+_IAM_PRINCIPAL = re.compile(
+    rf"arn:aws[a-z-]*:iam::[0-9]{{12}}:(role|user)/(?P<path>({_IAM_NAME}+/)*){_IAM_NAME}{{1,64}}"
+)
+_ASSUMED_ROLE = re.compile(r"^arn:(?P<partition>aws[a-z-]*):sts::(?P<account>[0-9]{12}):assumed-role/(?P<role>[^/]+)/")
+_SERVICE_LINKED_PATH = "aws-service-role/"
 
 
 def _cidr(value: str) -> str:
@@ -37,7 +46,39 @@ def _id(pattern: re.Pattern[str], example: str) -> AfterValidator:
     return AfterValidator(check)
 
 
+def _iam_principal(value: str) -> str:
+    session = _ASSUMED_ROLE.match(value)
+    if session is not None:
+        raise fail(
+            "iam_principal",
+            "is the ARN of an assumed-role session, which EKS cannot grant: give the role's own ARN, "
+            "arn:{partition}:iam::{account}:role/{role} (with the role's path before its name, if it has one), "
+            "got {value!r}",
+            partition=session["partition"],
+            account=session["account"],
+            role=session["role"],
+            value=value,
+        )
+    principal = _IAM_PRINCIPAL.fullmatch(value)
+    if principal is None:
+        raise fail(
+            "iam_principal",
+            "must be the ARN of an IAM role or user (arn:aws:iam::<12-digit account>:role/<name> or "
+            "arn:aws:iam::<12-digit account>:user/<name>), got {value!r}",
+            value=value,
+        )
+    if principal["path"].startswith(_SERVICE_LINKED_PATH):
+        raise fail(
+            "iam_principal",
+            "is a service-linked role, which EKS access entries do not accept: give a role or user of your own, "
+            "got {value!r}",
+            value=value,
+        )
+    return value
+
+
 Cidr = Annotated[str, AfterValidator(_cidr)]
+IamPrincipalArn = Annotated[str, AfterValidator(_iam_principal)]
 VpcId = Annotated[str, _id(_VPC_ID, "vpc-0123456789abcdef0")]
 SubnetId = Annotated[str, _id(_SUBNET_ID, "subnet-0123456789abcdef0")]
 ReservationId = Annotated[str, _id(_RESERVATION_ID, "cr-0123456789abcdef0")]
@@ -179,6 +220,45 @@ class Ingress(SpecModel):
         return self
 
 
+class ClusterAccess(SpecModel):
+    """Who may use the cluster's Kubernetes API, and from where its API endpoint answers."""
+
+    admins: tuple[IamPrincipalArn, ...] = items(
+        "IAM role or user ARNs given cluster-admin (AmazonEKSClusterAdminPolicy, whole cluster) through EKS "
+        "access entries. Empty (the default): only the IAM principal that created the cluster is an admin.",
+        default=(),
+    )
+    public_access_cidrs: tuple[Cidr, ...] = items(
+        "IPv4 CIDRs that may reach the public API endpoint. Empty (the default): no public endpoint, the API "
+        "answers only inside the VPC and networks connected to it.",
+        default=(),
+    )
+
+    @model_validator(mode="after")
+    def _each_once(self) -> Self:
+        # IAM names are unique in an account whatever their case or path: one entry per principal.
+        seen: set[str] = set()
+        for index, arn in enumerate(self.admins):
+            key = naming.access_entry_key(arn).lower()
+            if key in seen:
+                raise fail(
+                    "cluster_access_repeat",
+                    "names a principal already listed ({value!r}): list each role or user once",
+                    at=f"admins[{index}]",
+                    value=arn,
+                )
+            seen.add(key)
+        for index, cidr in enumerate(self.public_access_cidrs):
+            if cidr in self.public_access_cidrs[:index]:
+                raise fail(
+                    "cluster_access_repeat",
+                    "repeats {value!r}: list each CIDR once",
+                    at=f"public_access_cidrs[{index}]",
+                    value=cidr,
+                )
+        return self
+
+
 def _kubernetes_version(value: str) -> str:
     supported = pins().kubernetes.supported_versions
     if value not in supported:
@@ -196,6 +276,11 @@ class Region(SpecModel):
     kubernetes_version: Annotated[str, AfterValidator(_kubernetes_version)] = Field(
         default_factory=lambda: pins().kubernetes.default_version,
         description="EKS Kubernetes version as a quoted string; defaults to the pinned version in config/pins.yaml.",
+    )
+    cluster_access: ClusterAccess = Field(
+        default_factory=ClusterAccess,
+        description="Admins of the cluster's Kubernetes API and who may reach its endpoint; by default only "
+        "the cluster's creator, from inside the VPC.",
     )
     vpc: Vpc = Field(description="The VPC to create, or an existing one to use.")
     node_groups: dict[DnsLabel, NodeGroup] = Field(

@@ -574,8 +574,8 @@ def test_a_rejected_edit_prints_what_validate_would_print_for_the_result(
 REFORMATTED = {
     # A round trip re-indents the odd block out, or gives every line the same line end.
     "two indentation steps": (
-        "      cold_tier:\n        enabled: false",
-        "      cold_tier:\n            enabled: false",
+        "      ingress:\n        scheme: internal",
+        "      ingress:\n            scheme: internal",
     ),
     "mixed line ends": ("      cold_tier:\n", "      cold_tier:\r\n"),
 }

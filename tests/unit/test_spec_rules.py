@@ -32,6 +32,7 @@ from .stack_builders import (
 )
 
 ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/llm/server:1.2"
+CI_ROLE = "arn:aws:iam::123456789012:role/inference-fleet-ci"
 CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d"
 SUBNETS = ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
 
@@ -229,6 +230,85 @@ REGION_REJECTS = [
         with_region({"cold_tier": {"expiration_days": 0}}),
         "regions.us-east-1.cold_tier.expiration_days",
         "must be an integer in [1, 3650], got 0",
+    ),
+    case(
+        "cluster_admin_that_is_not_an_arn",
+        with_region({"cluster_access": {"admins": [CI_ROLE, "inference-fleet-ci"]}}),
+        "regions.us-east-1.cluster_access.admins[1]",
+        "must be the ARN of an IAM role or user (arn:aws:iam::<12-digit account>:role/<name> or "
+        "arn:aws:iam::<12-digit account>:user/<name>), got 'inference-fleet-ci'",
+    ),
+    case(
+        "cluster_admin_with_a_short_account_id",
+        with_region({"cluster_access": {"admins": ["arn:aws:iam::12345678901:role/ci"]}}),
+        "regions.us-east-1.cluster_access.admins[0]",
+        "must be the ARN of an IAM role or user",
+    ),
+    case(
+        "cluster_admin_that_is_a_group",
+        with_region({"cluster_access": {"admins": ["arn:aws:iam::123456789012:group/admins"]}}),
+        "regions.us-east-1.cluster_access.admins[0]",
+        "got 'arn:aws:iam::123456789012:group/admins'",
+    ),
+    case(
+        "cluster_admin_that_is_an_assumed_role_session",
+        with_region({"cluster_access": {"admins": ["arn:aws:sts::123456789012:assumed-role/ci/gh-run-42"]}}),
+        "regions.us-east-1.cluster_access.admins[0]",
+        "is the ARN of an assumed-role session, which EKS cannot grant: give the role's own ARN, "
+        "arn:aws:iam::123456789012:role/ci (with the role's path before its name, if it has one)",
+    ),
+    case(
+        "cluster_admin_that_is_a_service_linked_role",
+        with_region(
+            {
+                "cluster_access": {
+                    "admins": [
+                        "arn:aws:iam::123456789012:role/aws-service-role/eks.amazonaws.com/AWSServiceRoleForAmazonEKS"
+                    ]
+                }
+            }
+        ),
+        "regions.us-east-1.cluster_access.admins[0]",
+        "is a service-linked role, which EKS access entries do not accept",
+    ),
+    case(
+        "cluster_admin_listed_twice",
+        with_region(
+            {"cluster_access": {"admins": [CI_ROLE, "arn:aws:iam::123456789012:role/team/inference-fleet-ci"]}}
+        ),
+        "regions.us-east-1.cluster_access.admins[1]",
+        "names a principal already listed ('arn:aws:iam::123456789012:role/team/inference-fleet-ci'): "
+        "list each role or user once",
+    ),
+    case(
+        "public_access_cidr_with_host_bits",
+        with_region({"cluster_access": {"public_access_cidrs": ["203.0.113.7/24"]}}),
+        "regions.us-east-1.cluster_access.public_access_cidrs[0]",
+        "must be an IPv4 CIDR block with no host bits set (e.g. 10.20.0.0/16), got '203.0.113.7/24'",
+    ),
+    case(
+        "public_access_cidr_in_ipv6",
+        with_region({"cluster_access": {"public_access_cidrs": ["203.0.113.0/24", "2001:db8::/32"]}}),
+        "regions.us-east-1.cluster_access.public_access_cidrs[1]",
+        "must be an IPv4 CIDR block",
+    ),
+    case(
+        "public_access_cidr_listed_twice",
+        with_region({"cluster_access": {"public_access_cidrs": ["198.51.100.7", "198.51.100.7/32"]}}),
+        "regions.us-east-1.cluster_access.public_access_cidrs[1]",
+        "repeats '198.51.100.7/32': list each CIDR once",
+    ),
+    case(
+        "public_access_cidrs_as_one_string",
+        with_region({"cluster_access": {"public_access_cidrs": "203.0.113.0/24"}}),
+        "regions.us-east-1.cluster_access.public_access_cidrs",
+        "must be a list, got '203.0.113.0/24'",
+    ),
+    case(
+        "unknown_cluster_access_key",
+        with_region({"cluster_access": {"admin": [CI_ROLE]}}),
+        "regions.us-east-1.cluster_access.admin",
+        "unknown key; allowed keys: admins, public_access_cidrs",
     ),
 ]
 
@@ -758,7 +838,7 @@ SHAPE_REJECTS = [
         "unknown_region_key",
         with_region({"vpcs": {}}),
         "regions.us-east-1.vpcs",
-        "unknown key; allowed keys: protect, kubernetes_version, vpc, node_groups, cold_tier, ingress",
+        "unknown key; allowed keys: protect, kubernetes_version, cluster_access, vpc, node_groups, cold_tier, ingress",
     ),
     case(
         "unknown_node_group_key",
@@ -1007,6 +1087,26 @@ def test_accepts_an_existing_vpc_and_an_internet_facing_ingress_with_certificate
     )
     assert spec.regions[REGION].vpc.creates is False
     assert spec.regions[REGION].ingress.allowed_cidrs == ("10.0.0.0/8",)
+
+
+def test_cluster_access_defaults_to_no_admins_and_no_public_endpoint() -> None:
+    access = parsed(with_region({})).regions[REGION].cluster_access
+    assert (access.admins, access.public_access_cidrs) == ((), ())
+
+
+def test_accepts_role_and_user_admins_with_paths_in_any_partition_and_canonical_cidrs() -> None:
+    admins = [
+        CI_ROLE,
+        "arn:aws:iam::123456789012:role/aws-reserved/sso.amazonaws.com/AWSReservedSSO_Admin_0123456789abcdef",
+        "arn:aws:iam::210987654321:user/ops/alice",
+        "arn:aws-us-gov:iam::123456789012:role/deployer",
+        "arn:aws-cn:iam::123456789012:user/bob+ops@example.com",
+    ]
+    cidrs = ["198.51.100.7", "203.0.113.0/24"]
+    spec = parsed(with_region({"cluster_access": {"admins": admins, "public_access_cidrs": cidrs}}))
+    access = spec.regions[REGION].cluster_access
+    assert access.admins == tuple(admins)
+    assert access.public_access_cidrs == ("198.51.100.7/32", "203.0.113.0/24")
 
 
 def test_accepts_a_capacity_block_with_its_reservation_and_zone() -> None:
