@@ -22,6 +22,18 @@ from components.spec.region import Vpc
 INTERNAL_ELB_TAG = {"kubernetes.io/role/internal-elb": "1"}
 PUBLIC_ELB_TAG = {"kubernetes.io/role/elb": "1"}
 
+ALB_SUBNET_PREFIX = 27
+"""The smallest subnet an Application Load Balancer accepts: a /27 with at least 8 free addresses
+(Elastic Load Balancing user guide, "Subnets for your Application Load Balancer")."""
+
+
+def subnet_masks(prefix: int) -> tuple[int, int]:
+    """Each zone's private and public subnet prefix in a created /``prefix`` VPC: a private /N+3
+    (pods take VPC addresses) and a public /N+6, never smaller than an ALB's /27. With four zones
+    (the most a VPC spec allows) half the block is private and four public subnets of at most 1/64
+    each, or four /27s (128 addresses) in a /22 (1024), fit in the rest."""
+    return prefix + 3, min(prefix + 6, ALB_SUBNET_PREFIX)
+
 
 @dataclass(frozen=True)
 class NetworkArgs:
@@ -40,7 +52,7 @@ class Network(pulumi.ComponentResource):
         if spec.creates:
             assert spec.cidr is not None
             assert spec.availability_zones is not None
-            prefix = int(spec.cidr.split("/")[1])
+            private_mask, public_mask = subnet_masks(int(spec.cidr.split("/")[1]))
             vpc = awsx.ec2.Vpc(
                 naming.platform_name(args.region, "vpc"),
                 cidr_block=spec.cidr,
@@ -48,9 +60,11 @@ class Network(pulumi.ComponentResource):
                 nat_gateways=awsx.ec2.NatGatewayConfigurationArgs(strategy=awsx.ec2.NatGatewayStrategy.ONE_PER_AZ),
                 subnet_specs=[
                     awsx.ec2.SubnetSpecArgs(
-                        type=awsx.ec2.SubnetType.PRIVATE, cidr_mask=prefix + 3, tags=INTERNAL_ELB_TAG
+                        type=awsx.ec2.SubnetType.PRIVATE, cidr_mask=private_mask, tags=INTERNAL_ELB_TAG
                     ),
-                    awsx.ec2.SubnetSpecArgs(type=awsx.ec2.SubnetType.PUBLIC, cidr_mask=prefix + 6, tags=PUBLIC_ELB_TAG),
+                    awsx.ec2.SubnetSpecArgs(
+                        type=awsx.ec2.SubnetType.PUBLIC, cidr_mask=public_mask, tags=PUBLIC_ELB_TAG
+                    ),
                 ],
                 enable_dns_hostnames=True,
                 enable_dns_support=True,

@@ -85,8 +85,9 @@ ReservationId = Annotated[str, _id(_RESERVATION_ID, "cr-0123456789abcdef0")]
 CertificateArn = Annotated[str, _id(_ACM_ARN, "arn:aws:acm:<region>:<account>:certificate/<id>")]
 
 
-# A created VPC gives each zone a private /N+3 (pods take VPC addresses) and a public
-# /N+6; /22 is the smallest block whose public subnets still hold a load balancer.
+# A created VPC gives each zone a private /N+3 (pods take VPC addresses) and a public /N+6,
+# at most /27 so that it holds a load balancer (components/platform/network.py subnet_masks);
+# a /22's private subnets are /25: a few nodes' pods.
 MIN_VPC_PREFIX = 16
 MAX_VPC_PREFIX = 22
 
@@ -128,7 +129,7 @@ class Vpc(SpecModel):
         if self.cidr is not None and not MIN_VPC_PREFIX <= int(self.cidr.split("/")[1]) <= MAX_VPC_PREFIX:
             raise fail(
                 "vpc_size",
-                "must be a /{low} to /{high} block (each zone gets a private /N+3 and a public /N+6 subnet), "
+                "must be a /{low} to /{high} block (each zone gets a private /N+3 and a public /N+6 or /27 subnet), "
                 "got {cidr!r}",
                 at="cidr",
                 low=MIN_VPC_PREFIX,

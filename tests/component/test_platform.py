@@ -13,9 +13,10 @@ import pytest
 from components import scheduling
 from components.catalog import CONFIG_DIR, chart_crds, pins
 from components.platform.load_balancer import controller_policy
+from components.platform.network import subnet_masks
 from fleetctl.plan import SECRET, Plan, region_of, run_program
 from fleetctl.stackfile import read_stack_file
-from tests.component.programs import by_type, example_plan
+from tests.component.programs import by_type, edited, example_plan
 
 PROD_REGIONS = ("us-east-1", "eu-west-1")
 
@@ -231,3 +232,21 @@ def test_an_existing_vpc_is_adopted_without_creating_one(tmp_path: Path) -> None
     assert cluster["publicSubnetIds"] == []
     charts = [release["inputs"]["chart"] for release in by_type(plan, "kubernetes:helm.sh/v3:Release")]
     assert charts == [pins().charts.aws_load_balancer_controller.chart]
+
+
+@pytest.mark.parametrize(("prefix", "private", "public"), [(16, 19, 22), (21, 24, 27), (22, 25, 27)])
+def test_public_subnets_are_never_smaller_than_a_load_balancer_needs(prefix: int, private: int, public: int) -> None:
+    """An ALB needs /27 subnets: a /22 VPC's public subnets were /28 before."""
+    assert subnet_masks(prefix) == (private, public)
+
+
+@pytest.mark.parametrize("prefix", range(16, 23))
+def test_four_zones_of_subnets_fit_the_vpc(prefix: int) -> None:
+    private, public = subnet_masks(prefix)
+    assert 4 * (2 ** (32 - private) + 2 ** (32 - public)) <= 2 ** (32 - prefix)
+
+
+def test_a_slash_22_vpc_is_planned_with_slash_27_public_subnets(tmp_path: Path) -> None:
+    path = edited(tmp_path, "dev", ("cidr: 10.40.0.0/16", "cidr: 10.40.0.0/22"))
+    vpc = one(run_program(read_stack_file(path)), "awsx:ec2:Vpc", "us-west-2")["inputs"]
+    assert {spec["type"]: spec["cidrMask"] for spec in vpc["subnetSpecs"]} == {"Private": 25, "Public": 27}
