@@ -111,10 +111,24 @@ class Chart(_Data):
     itself (Helm installs a chart's crds/ once and never upgrades them); the release skips them."""
 
 
+class ClusterAutoscalerChart(Chart):
+    images: dict[str, str]
+    """Kubernetes minor -> Cluster Autoscaler image tag of that minor."""
+
+    def image_for(self, kubernetes_version: str) -> str:
+        if kubernetes_version not in self.images:
+            raise ValueError(
+                f"no Cluster Autoscaler image pinned for Kubernetes {kubernetes_version} "
+                f"(config/pins.yaml charts.cluster_autoscaler.images has {', '.join(self.images)})"
+            )
+        return self.images[kubernetes_version]
+
+
 class ChartPins(_Data):
     nvidia_device_plugin: Chart
     efa_device_plugin: Chart
     aws_load_balancer_controller: Chart
+    cluster_autoscaler: ClusterAutoscalerChart
 
 
 class Pins(_Data):

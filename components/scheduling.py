@@ -41,6 +41,20 @@ DEVICE_RESOURCES: Mapping[AcceleratorKind, str] = {
 }
 EFA_RESOURCE = "vpc.amazonaws.com/efa"
 
+HUGEPAGES_2MI_RESOURCE = "hugepages-2Mi"
+HUGEPAGE_2MI_BYTES = 2 * 2**20
+EFA_NODE_HUGEPAGES_2MI_BYTES = 5120 * 2**20
+"""2 MiB huge pages every EFA node reserves before kubelet starts (the node's user data,
+``components/platform/user_data.py``) and that an rdma pod requests (``render/mooncake_roles.py``).
+
+libfabric's EFA provider takes its internal buffers from huge pages. 5120 MiB is what the EKS
+EFA guide's example pod requests (awsdocs/amazon-eks-user-guide latest/ug/ml/node-efa.adoc,
+``hugepages-2Mi: 5120Mi``). An rdma pod requests every EFA device of its node, so one such pod
+runs per node and the node reserves exactly one pod's worth: more would only take memory from
+the other pods, less would leave the rdma pod unschedulable. Nothing else reserves them: the
+AL2023 NVIDIA AMI installs EFA with ``efa_installer.sh --minimal`` and configures no huge pages
+(awslabs/amazon-eks-ami v20260724 templates/al2023/provisioners/install-efa.sh, runtime/)."""
+
 Effect = Literal["NoSchedule", "NoExecute", "PreferNoSchedule"]
 
 # The EKS API spells taint effects differently from Kubernetes.

@@ -16,12 +16,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from google.protobuf import json_format
-from pulumi.runtime import mocks
+from pulumi.runtime import mocks, rpc
 from pulumi.runtime.proto import resource_pb2
 
 from components.catalog import instance_catalog
 
 STACK_TYPE = "pulumi:pulumi:Stack"
+MANAGED_NODE_GROUP_TYPE = "eks:index:ManagedNodeGroup"
+NODE_GROUP_TYPE = "aws:eks/nodeGroup:NodeGroup"
 
 
 class UnmockedInvokeError(RuntimeError):
@@ -128,6 +130,19 @@ def _managed_node_group(_: str, inputs: Mapping[str, Any]) -> dict[str, Any]:
     return {key: inputs[key] for key in ("cluster", "nodeRole") if inputs.get(key) is not None}
 
 
+def offline_asg_name(node_group_name: str) -> str:
+    """EKS names a managed node group's Auto Scaling group ``eks-<node group>-<uuid>``; offline, ``-offline``."""
+    return f"eks-{node_group_name}-offline"
+
+
+def _node_group_state(node_group_name: str) -> dict[str, Any]:
+    """The ``aws.eks.NodeGroup`` pulumi-eks creates inside a ManagedNodeGroup, as far as the program reads it."""
+    return {
+        "nodeGroupName": node_group_name,
+        "resources": [{"autoscalingGroups": [{"name": offline_asg_name(node_group_name)}]}],
+    }
+
+
 def _ingress(name: str, _: Mapping[str, Any]) -> dict[str, Any]:
     """The status the load balancer controller writes once the region's ALB exists."""
     return {"status": {"loadBalancer": {"ingress": [{"hostname": f"{name}.offline.elb.amazonaws.com"}]}}}
@@ -221,6 +236,8 @@ class RecordingMonitor(mocks.MockMonitor):
         self._keep_thread_loop()
         if request.type == STACK_TYPE:
             self._stack_urn = response.urn
+        if request.type == MANAGED_NODE_GROUP_TYPE:
+            self._answer_node_group(request, response)
         self.registrations.append(
             Registration(
                 urn=response.urn,
@@ -229,6 +246,19 @@ class RecordingMonitor(mocks.MockMonitor):
             )
         )
         return response
+
+    def _answer_node_group(self, request: resource_pb2.RegisterResourceRequest, response: Any) -> None:
+        """Give a ManagedNodeGroup its ``nodeGroup`` output: a reference to the aws.eks.NodeGroup the real
+        component creates (not registered by the program, so never in the plan), which the SDK reads back
+        through ``pulumi:pulumi:getResource`` when the program asks for its Auto Scaling group."""
+        node_group_name = request.object.fields["nodeGroupName"].string_value or request.name
+        urn = self.make_urn(response.urn, NODE_GROUP_TYPE, request.name)
+        resource_id = f"{request.name}-node-group-id"
+        self.resources[urn] = mocks.MockMonitor.ResourceRegistration(
+            urn, resource_id, _node_group_state(node_group_name)
+        )
+        reference = {rpc._special_sig_key: rpc._special_resource_sig, "urn": urn, "id": resource_id}
+        response.object.update({"nodeGroup": reference})
 
     def RegisterResourceOutputs(self, request: resource_pb2.RegisterResourceOutputsRequest) -> Any:  # noqa: N802
         if request.urn == self._stack_urn:

@@ -1,10 +1,13 @@
 """Managed node groups of a region: ``GpuNodeGroup`` (also fit for CPU groups) and ``EfaNodeGroup``.
 
 Both build their own launch template (IMDSv2, encrypted root volume, tags on what
-it launches, Capacity Block targeting) under a ``pulumi_eks.ManagedNodeGroup``;
-the EFA group adds its network interfaces, a cluster placement group, a
-self-referencing security group and one availability zone (DESIGN decision 7).
-The AWS provider is inherited from the parent (``RegionalPlatform``).
+it launches, Capacity Block targeting, the node's own configuration in its user
+data) under a ``pulumi_eks.ManagedNodeGroup`` on the cluster's Kubernetes version,
+whose size Cluster Autoscaler owns after creation, and tag its Auto Scaling group
+with what a node offers while the group has none; the EFA group adds its network
+interfaces, a cluster placement group, a self-referencing security group and one
+availability zone (DESIGN decision 7). The AWS provider is inherited from the
+parent (``RegionalPlatform``).
 """
 
 from __future__ import annotations
@@ -18,15 +21,28 @@ import pulumi_eks as eks
 
 from components import naming, scheduling
 from components.catalog import InstanceType
+from components.platform.autoscaler import (
+    TEMPLATE_PREFIX,
+    autoscaler_node_labels,
+    autoscaling_group_name,
+    node_template_tags,
+)
 from components.platform.efa import check_instance_facts, efa_network_interfaces
+from components.platform.user_data import node_user_data
 from components.scheduling import eks_capacity_type
 from components.spec.region import NodeGroup
 
 # Root volume sizes. Accelerator nodes pull inference images of 10-20 GB (CUDA,
 # NCCL, vLLM) and containerd keeps the packed and the unpacked layers, so the
-# 20 GiB EKS default fills up on the first pull; CPU nodes run only system pods.
+# 20 GiB EKS default fills up on the first pull. CPU nodes run the Mooncake proxy
+# and store master of every Mooncake endpoint, from the endpoint's full vLLM image
+# (10+ GB compressed, about 35 GB on disk packed plus unpacked): 150 GiB holds three
+# such images (two endpoints' images, or one image and its successor during a
+# rollout) with the system images, and stays under the kubelet's 85 % image GC
+# threshold. Types with instance store keep images on the local NVMe instead
+# (user_data.py); the root volume is sized for types without.
 ACCELERATOR_ROOT_VOLUME_GIB = 200
-CPU_ROOT_VOLUME_GIB = 50
+CPU_ROOT_VOLUME_GIB = 150
 ROOT_DEVICE_NAME = "/dev/xvda"
 """The root device of the AL2023 EKS AMIs (standard, NVIDIA and Neuron)."""
 
@@ -61,6 +77,8 @@ class NodeGroupArgs:
     """The region's private subnets."""
     cluster_security_group_id: pulumi.Input[str]
     """The EKS-created cluster security group; EFA interfaces must carry it themselves."""
+    kubernetes_version: str
+    """The cluster's version: nodes follow the control plane when it changes (docs/upgrades.md)."""
 
 
 # Pure helpers.
@@ -94,6 +112,11 @@ def zone_subnet_ids(group_name: str, zone: str, found: Sequence[str]) -> list[st
 
 def efa_description(instance_type: str, interfaces: int) -> str:
     return f"{instance_type}: {interfaces} EFA interfaces (catalog checked against EC2)"
+
+
+def node_labels(group_name: str, spec: NodeGroup, facts: InstanceType) -> dict[str, str]:
+    """The scheduling vocabulary's labels, plus the GPU label Cluster Autoscaler reads."""
+    return {**scheduling.node_labels(group_name, spec.efa, facts), **autoscaler_node_labels(facts)}
 
 
 # Children both components share.
@@ -134,6 +157,7 @@ def _launch_template(
     return aws.ec2.LaunchTemplate(
         naming.platform_name(args.region, args.group_name, "lt"),
         description=description,
+        user_data=node_user_data(args.facts.instance_store_gib, args.spec.efa),
         metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
             http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=IMDS_HOP_LIMIT
         ),
@@ -166,7 +190,7 @@ def _managed_node_group(
     launch_template: aws.ec2.LaunchTemplate,
     depends_on: Sequence[pulumi.Resource] = (),
 ) -> pulumi.Output[str]:
-    """Create the EKS managed node group; return its AWS name."""
+    """Create the EKS managed node group and its Auto Scaling group's tags; return its AWS name."""
     aws_name = naming.node_group_name(args.stack, args.region, args.group_name)
     spec = args.spec
     group = eks.ManagedNodeGroup(
@@ -176,11 +200,22 @@ def _managed_node_group(
         node_group_name=aws_name,
         instance_types=list(spec.instance_types),
         ami_type=args.facts.ami_type,
+        # pulumi-eks defaults version to the cluster's only without a launch template and forwards
+        # ours otherwise (pulumi/pulumi-eks v4.3.0 nodejs/eks/nodes/nodegroup.ts createManagedNodeGroup,
+        # unchanged on main at 7bf0c1b; the mirror has no v4.4.0 tag). EKS takes a version with a
+        # launch template that names no AMI, as ours (awsdocs/amazon-eks-user-guide
+        # latest/ug/nodes/launch-templates.adoc, "Limits and conditions when specifying an AMI ID"),
+        # and rolls the nodes to that version's AMI.
+        version=args.kubernetes_version,
         capacity_type=eks_capacity_type(spec.capacity_type),
         scaling_config=aws.eks.NodeGroupScalingConfigArgs(
             min_size=spec.min_size, max_size=spec.max_size, desired_size=spec.desired_size
         ),
-        labels=scheduling.node_labels(args.group_name, spec.efa, args.facts),
+        # Cluster Autoscaler owns the desired size once the group exists: pulumi-eks then creates
+        # its aws.eks.NodeGroup with ignoreChanges ["scalingConfig.desiredSize"] (same file and
+        # tags), so desired_size is the size at creation and min/max stay Pulumi's.
+        ignore_scaling_changes=True,
+        labels=node_labels(args.group_name, spec, args.facts),
         taints=[
             aws.eks.NodeGroupTaintArgs(key=taint.key, value=taint.value, effect=taint.eks_effect)
             for taint in scheduling.node_taints(spec.efa, args.facts)
@@ -191,9 +226,26 @@ def _managed_node_group(
         subnet_ids=_group_subnet_ids(parent, args),
         opts=pulumi.ResourceOptions(parent=parent, depends_on=list(depends_on)),
     )
+    _scale_from_zero_tags(parent, args, group)
     # The AWS name is the one we set; deriving it from the group's URN makes
     # whoever uses it (add-ons that need nodes) wait for the node group.
     return group.urn.apply(lambda _: aws_name)
+
+
+def _scale_from_zero_tags(parent: pulumi.Resource, args: NodeGroupArgs, group: eks.ManagedNodeGroup) -> None:
+    """One ``aws.autoscaling.Tag`` per node template tag, on the Auto Scaling group EKS made for the
+    group. Not propagated: they describe nodes to Cluster Autoscaler, instances need none of them."""
+    resources: pulumi.Output[Sequence[aws.eks.outputs.NodeGroupResource]] = group.node_group.apply(
+        lambda node_group: node_group.resources
+    )
+    asg_name = resources.apply(autoscaling_group_name)
+    for key, value in node_template_tags(args.group_name, args.spec, args.facts).items():
+        aws.autoscaling.Tag(
+            naming.platform_name(args.region, args.group_name, "ca", key.removeprefix(TEMPLATE_PREFIX)),
+            autoscaling_group_name=asg_name,
+            tag=aws.autoscaling.TagTagArgs(key=key, value=value, propagate_at_launch=False),
+            opts=pulumi.ResourceOptions(parent=parent),
+        )
 
 
 class GpuNodeGroup(pulumi.ComponentResource):

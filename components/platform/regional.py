@@ -10,6 +10,7 @@ import pulumi_kubernetes as k8s
 from components import naming
 from components.catalog import instance_catalog
 from components.platform.addons import ClusterAddons, ClusterAddonsArgs
+from components.platform.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.platform.cluster import EksCluster, EksClusterArgs
 from components.platform.cold_tier import ColdTier, ColdTierArgs
 from components.platform.identity import KvEndpoint, WorkloadIdentity, WorkloadIdentityArgs
@@ -33,9 +34,9 @@ class RegionalPlatformArgs:
 
 
 class RegionalPlatform(pulumi.ComponentResource):
-    """Network, EKS cluster, node groups, add-ons, load balancer controller, cold tier and
-    workload identity of one region. Create it with ``providers={"aws": <the region's provider>}``:
-    every AWS child inherits that provider."""
+    """Network, EKS cluster, node groups, add-ons, Cluster Autoscaler, load balancer controller,
+    cold tier and workload identity of one region. Create it with
+    ``providers={"aws": <the region's provider>}``: every AWS child inherits that provider."""
 
     cluster: EksCluster
     kubernetes: k8s.Provider
@@ -43,8 +44,8 @@ class RegionalPlatform(pulumi.ComponentResource):
     cold_tier: ColdTier | None
     workload_role_arn: pulumi.Output[str]
     workload_dependencies: list[pulumi.Resource]
-    """What pods need first: node groups, device plugins and the load balancer controller,
-    whose webhooks see every Service and pod."""
+    """What pods need first: node groups, device plugins, Cluster Autoscaler (a group may start at
+    zero nodes) and the load balancer controller, whose webhooks see every Service and pod."""
 
     def __init__(self, name: str, args: RegionalPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:platform:RegionalPlatform", name, None, opts)
@@ -83,6 +84,7 @@ class RegionalPlatform(pulumi.ComponentResource):
                 vpc_id=network.vpc_id,
                 subnet_ids=network.private_subnet_ids,
                 cluster_security_group_id=self.cluster.cluster_security_group_id,
+                kubernetes_version=spec.kubernetes_version,
             )
             component = EfaNodeGroup if group.efa else GpuNodeGroup
             groups[group_name] = component(naming.platform_name(region, "nodes", group_name), group_args, child)
@@ -98,6 +100,17 @@ class RegionalPlatform(pulumi.ComponentResource):
                 nodes=system_groups,
                 gpu_nodes=any(fact.accelerator == "nvidia" for fact in facts.values()),
                 efa_nodes=any(group.efa for group in spec.node_groups.values()),
+            ),
+            child,
+        )
+        autoscaler = ClusterAutoscaler(
+            naming.platform_name(region, "cluster-autoscaler"),
+            ClusterAutoscalerArgs(
+                region=region,
+                cluster_name=self.cluster.cluster_name,
+                kubernetes_version=spec.kubernetes_version,
+                kubernetes=self.kubernetes,
+                addons=addons,
             ),
             child,
         )
@@ -134,7 +147,7 @@ class RegionalPlatform(pulumi.ComponentResource):
             child,
         )
         self.workload_role_arn = identity.role_arn
-        self.workload_dependencies = [*groups.values(), addons, lb_controller, identity]
+        self.workload_dependencies = [*groups.values(), addons, autoscaler, lb_controller, identity]
         self.register_outputs(
             {
                 "cluster_name": self.cluster.cluster_name,

@@ -24,12 +24,12 @@ from components.render.mooncake_store import (
 from components.render.placement import PlacedEndpoint
 from components.render.pods import PORT_NAME, pod_template
 from components.render.route import SERVICE_PORT
-from components.scheduling import EFA_RESOURCE
+from components.scheduling import EFA_NODE_HUGEPAGES_2MI_BYTES, EFA_RESOURCE, HUGEPAGES_2MI_RESOURCE
 from components.spec.mooncake import Mooncake
 
 HASH_SEED = "0"
-HUGEPAGES_2MI = "5120Mi"
-"""libfabric's EFA provider allocates its internal buffers from huge pages (AWS's EFA example size)."""
+HUGEPAGES_2MI = f"{EFA_NODE_HUGEPAGES_2MI_BYTES // 2**20}Mi"
+"""What an EFA node reserves (``scheduling.EFA_NODE_HUGEPAGES_2MI_BYTES``): one rdma pod per node takes it all."""
 COLD_TIER_STAGING_PER_GPU = 4 * 2**30
 """Host memory per GPU of the OffloadingConnector's CPU tier, through which the cold tier writes."""
 CONFIG_VOLUME = "mooncake-config"
@@ -131,7 +131,7 @@ def role_template(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTierTa
         if rdma(endpoint):
             # Every EFA device of the node, so the transfer uses all of its bandwidth.
             amounts[EFA_RESOURCE] = str(endpoint.efa_interfaces)
-            amounts["hugepages-2Mi"] = HUGEPAGES_2MI
+            amounts[HUGEPAGES_2MI_RESOURCE] = HUGEPAGES_2MI
     if rdma(endpoint):
         # Registering GPU and host buffers with the NIC pins memory.
         container["securityContext"]["capabilities"]["add"] = ["IPC_LOCK"]

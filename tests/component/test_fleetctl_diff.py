@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from components.catalog import pins
 from fleetctl.diff import main
 from fleetctl.stackfile import stack_path
 from tests.component.programs import edited, plan_directory
@@ -120,18 +121,22 @@ def test_changing_cold_tier_expiration_updates_only_the_lifecycle_configuration(
     ]
 
 
-def test_changing_the_kubernetes_version_updates_the_cluster_in_place(
+def test_changing_the_kubernetes_version_updates_the_cluster_its_node_groups_and_the_autoscaler_image(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     head = edited(tmp_path, "dev", ('kubernetes_version: "1.34"', 'kubernetes_version: "1.35"'))
     document = diff_json(capsys, base_plans["dev"], head)
-    assert [(entry["action"], entry["type"], entry["verdict"], entry["changes"]) for entry in resources(document)] == [
-        (
-            "update",
-            "eks:index:Cluster",
-            "in place",
-            [{"path": "version", "old": "1.34", "new": "1.35", "forces_replacement": False}],
-        )
+    version = [{"path": "version", "old": "1.34", "new": "1.35", "forces_replacement": False}]
+    images = pins().charts.cluster_autoscaler.images
+    image = [{"path": "values.image.tag", "old": images["1.34"], "new": images["1.35"], "forces_replacement": False}]
+    assert [
+        (entry["action"], entry["type"], entry["name"], entry["verdict"], entry["changes"])
+        for entry in resources(document)
+    ] == [
+        ("update", "eks:index:Cluster", "us-west-2-eks", "in place", version),
+        ("update", "eks:index:ManagedNodeGroup", "us-west-2-gpu", "new generation", version),
+        ("update", "eks:index:ManagedNodeGroup", "us-west-2-system", "new generation", version),
+        ("update", "kubernetes:helm.sh/v3:Release", "us-west-2-cluster-autoscaler", "in place", image),
     ]
 
 

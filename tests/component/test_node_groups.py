@@ -9,10 +9,14 @@ from typing import Any
 
 import pytest
 
+from components import scheduling
 from components.catalog import instance_catalog
+from components.platform import autoscaler
+from components.spec.region import NodeGroup
 from fleetctl import mocks
 from fleetctl.plan import Plan, ProgramError
 from tests.component.programs import by_type, run_snippet
+from tests.user_data import mime_parts, node_config
 
 PROVIDER_URN = "urn:pulumi:test::inference-fleet::pulumi:providers:aws::aws-us-east-1"
 CLUSTER_SECURITY_GROUP = "sg-offline-c-cluster"
@@ -21,6 +25,7 @@ PRIVATE_SUBNETS = ["subnet-a", "subnet-b", "subnet-c"]
 ZONE_SUBNET = "subnet-offline-vpc-1-us-east-1a"
 """The mocks' getSubnets answer for vpc-1 filtered to us-east-1a."""
 RESERVATION = "cr-0123456789abcdef0"
+KUBERNETES_VERSION = "1.33"
 
 EFA = "EfaNodeGroup"
 GPU = "GpuNodeGroup"
@@ -86,6 +91,7 @@ args = NodeGroupArgs(
     vpc_id="vpc-1",
     subnet_ids={PRIVATE_SUBNETS!r},
     cluster_security_group_id=cluster.cluster_security_group_id,
+    kubernetes_version={KUBERNETES_VERSION!r},
 )
 group = {component}("us-east-1-{group}", args, opts=pulumi.ResourceOptions(providers={{"aws": provider}}))
 pulumi.export("node_group_name", group.node_group_name)
@@ -253,23 +259,34 @@ def test_efa_nodes_are_tainted_for_gpus_and_efa_and_labelled_as_efa(plan_of: Cal
         {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"},
         {"key": "vpc.amazonaws.com/efa", "value": "true", "effect": "NO_SCHEDULE"},
     ]
-    assert inputs["labels"] == {
+    facts = instance_catalog().instance_types[GROUPS[group][1]["instance_types"][0]]
+    assert inputs["labels"] == {**scheduling.node_labels(group, True, facts), autoscaler.GPU_LABEL: "nvidia"}
+    assert {
         "inference-fleet/node-group": group,
         "inference-fleet/accelerator": "nvidia",
         "inference-fleet/efa": "true",
-    }
+        "k8s.amazonaws.com/accelerator": "nvidia",
+    }.items() <= inputs["labels"].items()
 
 
 def test_gpu_nodes_without_efa_are_tainted_for_gpus_only(plan_of: Callable[[str], Plan]) -> None:
     inputs = node_group(plan_of("g6e"))["inputs"]
     assert inputs["taints"] == [{"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"}]
-    assert inputs["labels"] == {"inference-fleet/node-group": "g6e", "inference-fleet/accelerator": "nvidia"}
+    facts = instance_catalog().instance_types["g6e.12xlarge"]
+    assert inputs["labels"] == {**scheduling.node_labels("g6e", False, facts), autoscaler.GPU_LABEL: "nvidia"}
+    assert {
+        "inference-fleet/node-group": "g6e",
+        "inference-fleet/accelerator": "nvidia",
+        "k8s.amazonaws.com/accelerator": "nvidia",
+    }.items() <= inputs["labels"].items()
+    assert "inference-fleet/efa" not in inputs["labels"]
 
 
 def test_cpu_nodes_carry_no_taints(plan_of: Callable[[str], Plan]) -> None:
     inputs = node_group(plan_of("system"))["inputs"]
     assert inputs.get("taints", []) == []
     assert inputs["labels"]["inference-fleet/accelerator"] == "none"
+    assert autoscaler.GPU_LABEL not in inputs["labels"]
 
 
 @pytest.mark.parametrize("group", list(GROUPS))
@@ -327,6 +344,120 @@ def test_node_group_scaling_name_and_launch_template_version(plan_of: Callable[[
     assert plan.outputs["node_group_name"] == "inference-fleet-test-us-east-1-p5"
 
 
+# Cluster Autoscaler and upgrades.
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_node_groups_run_the_clusters_version_and_leave_their_size_to_the_autoscaler(
+    plan_of: Callable[[str], Plan], group: str
+) -> None:
+    """pulumi-eks forwards ``version`` with a launch template and turns ``ignoreScalingChanges`` into
+    ``ignoreChanges: ["scalingConfig.desiredSize"]`` (pulumi/pulumi-eks nodejs/eks/nodes/nodegroup.ts,
+    createManagedNodeGroup, the same at v4.3.0 and at 7bf0c1b, the head of 2026-08-12; we pin 4.4.0)."""
+    inputs = node_group(plan_of(group))["inputs"]
+    assert inputs["version"] == KUBERNETES_VERSION
+    assert inputs["ignoreScalingChanges"] is True
+    assert inputs["scalingConfig"]["desiredSize"] == 2
+
+
+@pytest.mark.parametrize("group", list(GROUPS))
+def test_each_group_tags_its_auto_scaling_group_with_the_node_it_would_add(
+    plan_of: Callable[[str], Plan], group: str
+) -> None:
+    plan = plan_of(group)
+    _, spec = GROUPS[group]
+    facts = instance_catalog().instance_types[spec["instance_types"][0]]
+    full_spec = NodeGroup.model_validate({"min_size": 0, "max_size": 4, "desired_size": 2, **spec})
+    tags = by_type(plan, "aws:autoscaling/tag:Tag")
+    asg = mocks.offline_asg_name(node_group(plan)["inputs"]["nodeGroupName"])
+    assert {tag["inputs"]["autoscalingGroupName"] for tag in tags} == {asg}
+    assert {tag["inputs"]["tag"]["key"]: tag["inputs"]["tag"]["value"] for tag in tags} == (
+        autoscaler.node_template_tags(group, full_spec, facts)
+    )
+    assert all(tag["inputs"]["tag"]["propagateAtLaunch"] is False for tag in tags)
+
+
+def template_tags(plan: Plan) -> dict[str, str]:
+    prefix = "k8s.io/cluster-autoscaler/node-template/"
+    return {
+        tag["inputs"]["tag"]["key"].removeprefix(prefix): tag["inputs"]["tag"]["value"]
+        for tag in by_type(plan, "aws:autoscaling/tag:Tag")
+    }
+
+
+def test_an_efa_group_at_zero_offers_its_gpus_efa_devices_huge_pages_labels_and_taints(
+    plan_of: Callable[[str], Plan],
+) -> None:
+    labels = scheduling.node_labels("p5", True, instance_catalog().instance_types["p5.48xlarge"])
+    assert {
+        "inference-fleet/node-group": "p5",
+        "inference-fleet/accelerator": "nvidia",
+        "inference-fleet/efa": "true",
+    }.items() <= labels.items()
+    assert template_tags(plan_of("p5")) == {
+        **{f"label/{key}": value for key, value in labels.items()},
+        "label/eks.amazonaws.com/capacityType": "ON_DEMAND",
+        "label/k8s.amazonaws.com/accelerator": "nvidia",
+        "taint/nvidia.com/gpu": "true:NoSchedule",
+        "taint/vpc.amazonaws.com/efa": "true:NoSchedule",
+        "resources/nvidia.com/gpu": "8",
+        "resources/vpc.amazonaws.com/efa": "32",
+        "resources/hugepages-2Mi": "5120Mi",
+    }
+
+
+def test_a_gpu_group_without_efa_offers_no_efa_devices_or_huge_pages(plan_of: Callable[[str], Plan]) -> None:
+    tags = template_tags(plan_of("g6e"))
+    assert tags["resources/nvidia.com/gpu"] == "4"
+    assert tags["taint/nvidia.com/gpu"] == "true:NoSchedule"
+    assert not {"resources/vpc.amazonaws.com/efa", "resources/hugepages-2Mi", "taint/vpc.amazonaws.com/efa"} & set(tags)
+
+
+def test_a_capacity_block_group_at_zero_is_labelled_with_its_capacity_type(plan_of: Callable[[str], Plan]) -> None:
+    assert template_tags(plan_of("p4d"))["label/eks.amazonaws.com/capacityType"] == "CAPACITY_BLOCK"
+    assert template_tags(plan_of("p5en"))["label/eks.amazonaws.com/capacityType"] == "SPOT"
+
+
+def test_a_cpu_group_at_zero_offers_its_labels_only(plan_of: Callable[[str], Plan]) -> None:
+    tags = template_tags(plan_of("system"))
+    assert tags == {
+        "label/inference-fleet/node-group": "system",
+        "label/inference-fleet/accelerator": "none",
+        "label/eks.amazonaws.com/capacityType": "ON_DEMAND",
+    }
+
+
+# The node's own configuration (user data).
+
+
+@pytest.mark.parametrize("group", EFA_GROUPS)
+def test_efa_nodes_put_their_state_on_the_instance_store_and_reserve_huge_pages(
+    plan_of: Callable[[str], Plan], group: str
+) -> None:
+    user_data = launch_template(plan_of(group))["userData"]
+    assert set(mime_parts(user_data)) == {"application/node.eks.aws", "text/x-shellscript"}
+    assert node_config(user_data) == {
+        "apiVersion": "node.eks.aws/v1alpha1",
+        "kind": "NodeConfig",
+        "spec": {"instance": {"localStorage": {"strategy": "RAID0"}}},
+    }
+    script = mime_parts(user_data)["text/x-shellscript"]
+    assert "pages=2560\n" in script
+    assert 'sysctl -w vm.nr_hugepages="$pages"' in script
+
+
+def test_gpu_nodes_with_instance_store_without_efa_get_the_node_config_only(plan_of: Callable[[str], Plan]) -> None:
+    assert instance_catalog().instance_types["g6e.12xlarge"].instance_store_gib > 0
+    user_data = launch_template(plan_of("g6e"))["userData"]
+    assert set(mime_parts(user_data)) == {"application/node.eks.aws"}
+    assert node_config(user_data)["spec"] == {"instance": {"localStorage": {"strategy": "RAID0"}}}
+
+
+def test_nodes_without_instance_store_or_efa_keep_the_eks_user_data_alone(plan_of: Callable[[str], Plan]) -> None:
+    assert instance_catalog().instance_types["c6i.xlarge"].instance_store_gib == 0
+    assert "userData" not in launch_template(plan_of("system"))
+
+
 # The launch template every group shares.
 
 
@@ -339,7 +470,7 @@ def test_launch_templates_require_imdsv2_kept_from_pods(plan_of: Callable[[str],
     }
 
 
-@pytest.mark.parametrize(("group", "size"), [("p5", 200), ("g6e", 200), ("system", 50)])
+@pytest.mark.parametrize(("group", "size"), [("p5", 200), ("g6e", 200), ("system", 150)])
 def test_root_volume_is_encrypted_gp3_sized_for_the_nodes_images(
     plan_of: Callable[[str], Plan], group: str, size: int
 ) -> None:

@@ -231,7 +231,7 @@ def test_an_existing_vpc_is_adopted_without_creating_one(tmp_path: Path) -> None
     assert cluster["privateSubnetIds"] == ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"]
     assert cluster["publicSubnetIds"] == []
     charts = [release["inputs"]["chart"] for release in by_type(plan, "kubernetes:helm.sh/v3:Release")]
-    assert charts == [pins().charts.aws_load_balancer_controller.chart]
+    assert sorted(charts) == [pins().charts.aws_load_balancer_controller.chart, pins().charts.cluster_autoscaler.chart]
 
 
 @pytest.mark.parametrize(("prefix", "private", "public"), [(16, 19, 22), (21, 24, 27), (22, 25, 27)])
