@@ -18,7 +18,8 @@ from components.spec.region import Region
 
 
 def node_autoscaled(region: Region) -> bool:
-    """The platform installs a node autoscaler in every region."""
+    """Every region runs the Cluster Autoscaler (components/platform/autoscaler.py), which adds
+    nodes up to each group's max_size; a region without one would have its desired_size only."""
     return True
 
 

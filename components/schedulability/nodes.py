@@ -9,6 +9,8 @@ from components.catalog import InstanceCatalog, InstanceType
 from components.schedulability.quantities import CPU, MEMORY, PODS
 from components.scheduling import (
     CAPACITY_TYPE_LABEL,
+    EFA_NODE_HUGEPAGES_2MI_BYTES,
+    HUGEPAGES_2MI_RESOURCE,
     Taint,
     eks_capacity_type,
     node_labels,
@@ -21,11 +23,8 @@ INSTANCE_TYPE_LABEL = "node.kubernetes.io/instance-type"
 ARCH_LABEL = "kubernetes.io/arch"
 OS_LABEL = "kubernetes.io/os"
 _ARCH = {"x86_64": "amd64", "arm64": "arm64"}
-HUGEPAGES_2MI = "hugepages-2Mi"
 
 MIB = 2**20
-EFA_NODE_HUGEPAGES_2MI_BYTES = 5120 * MIB
-"""Huge pages an EFA node sets aside: what one rdma pod requests (render/mooncake_roles.py)."""
 EVICTION_HARD_MEMORY = 100 * MIB
 """nodeadm's default ``evictionHard: memory.available: 100Mi`` (amazon-eks-ami
 nodeadm/internal/kubelet/config.go, defaultKubeletSubConfig)."""
@@ -74,7 +73,7 @@ def allocatable(facts: InstanceType, efa: bool) -> dict[str, int]:
     resources = {CPU: millicores - reserved_millicores(millicores), MEMORY: memory, PODS: pods}
     if efa:
         resources[MEMORY] -= EFA_NODE_HUGEPAGES_2MI_BYTES
-        resources[HUGEPAGES_2MI] = EFA_NODE_HUGEPAGES_2MI_BYTES
+        resources[HUGEPAGES_2MI_RESOURCE] = EFA_NODE_HUGEPAGES_2MI_BYTES
     return resources
 
 

@@ -1,6 +1,6 @@
 """The platform's own pods in a region: the DaemonSets every node runs (EKS add-ons, and the
 device plugins that make a node advertise its GPUs and EFA devices) and the Deployments
-that need an untainted node (CoreDNS, the load balancer controller). Device plugins are
+that need an untainted node (CoreDNS, the load balancer controller, the cluster autoscaler). Device plugins are
 rendered from the chart defaults recorded in config/platform_pods.yaml merged with the
 values we pass, as Helm merges them, so a value we change is a value the check sees."""
 
@@ -13,6 +13,8 @@ from typing import Any
 
 from components.catalog import CONFIG_DIR, _read
 from components.platform.addons import efa_plugin_values, nvidia_plugin_values
+from components.platform.autoscaler import NAMESPACE as AUTOSCALER_NAMESPACE
+from components.platform.autoscaler import autoscaler_values
 from components.platform.load_balancer import NAMESPACE as CONTROLLER_NAMESPACE
 from components.platform.load_balancer import controller_values
 from components.schedulability.nodes import Node
@@ -124,13 +126,25 @@ def platform_workloads(region_name: str, region: Region) -> list[Workload]:
         for name, addon in facts()["addons"].items()
         if addon["kind"] == "Deployment"
     ]
-    chart = facts()["charts"]["aws_load_balancer_controller"]
-    values = helm_merge(chart["defaults"], controller_values("<cluster>", region_name, "<vpc>", region.ingress))
-    pod = {key: values[key] for key in ("nodeSelector", "affinity", "tolerations") if values.get(key)}
-    requests = (values.get("resources") or {}).get("requests") or {}
-    found.append(
-        _deployment("aws-load-balancer-controller", CONTROLLER_NAMESPACE, pod, requests, int(values["replicaCount"]))
+    charts = (
+        (
+            "aws-load-balancer-controller",
+            CONTROLLER_NAMESPACE,
+            "aws_load_balancer_controller",
+            controller_values("<cluster>", region_name, "<vpc>", region.ingress),
+        ),
+        (
+            "cluster-autoscaler",
+            AUTOSCALER_NAMESPACE,
+            "cluster_autoscaler",
+            autoscaler_values("<cluster>", region_name, region.kubernetes_version),
+        ),
     )
+    for name, namespace, chart, ours in charts:
+        values = helm_merge(facts()["charts"][chart]["defaults"], ours)
+        pod = {key: values[key] for key in ("nodeSelector", "affinity", "tolerations") if values.get(key)}
+        requests = (values.get("resources") or {}).get("requests") or {}
+        found.append(_deployment(name, namespace, pod, requests, int(values["replicaCount"])))
     return found
 
 

@@ -35,7 +35,7 @@ NEW_REGION = """\
   inference-fleet:endpoints:
 """
 
-RAISE_GPU_MAX_SIZE = ("min_size: 0\n          max_size: 3", "min_size: 0\n          max_size: 5")
+RAISE_GPU_MAX_SIZE = ("min_size: 0\n          max_size: 4", "min_size: 0\n          max_size: 5")
 
 
 @pytest.fixture(scope="module")
@@ -47,7 +47,7 @@ def base_plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def scaled_dev(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The dev stack with the gpu node group's max_size raised from 3 to 5, planned."""
+    """The dev stack with the gpu node group's max_size raised from 4 to 5, planned."""
     root = tmp_path_factory.mktemp("scaled")
     return plan_directory(edited(root / "stack", "dev", RAISE_GPU_MAX_SIZE), root / "plan")
 
@@ -102,7 +102,7 @@ def test_raising_a_node_groups_max_size_updates_only_its_scaling_config(
             "eks:index:ManagedNodeGroup",
             "us-west-2-gpu",
             "in place",
-            [{"path": "scalingConfig.maxSize", "old": 3, "new": 5, "forces_replacement": False}],
+            [{"path": "scalingConfig.maxSize", "old": 4, "new": 5, "forces_replacement": False}],
         )
     ]
 
@@ -159,7 +159,7 @@ def test_text_output_groups_by_region_with_a_verdict_per_kind(
     assert out.splitlines()[2:] == [
         "us-west-2: 0 to create, 1 to update, 0 to replace, 0 to delete",
         "   ~ update  eks:index:ManagedNodeGroup  us-west-2-gpu  [in place]",
-        "        scalingConfig.maxSize: 3 -> 5",
+        "        scalingConfig.maxSize: 4 -> 5",
         "  verdicts:",
         "       eks:index:ManagedNodeGroup: in place (1 update)",
         "",
@@ -176,7 +176,7 @@ def test_markdown_output_has_a_table_per_region(
     header = lines.index("| | action | type | name | verdict | changes |")
     assert lines[header - 2].startswith("#### us-west-2")
     assert lines[header + 1] == "|---|---|---|---|---|---|"
-    assert "<code>scalingConfig.maxSize</code>: <code>3</code> → <code>5</code>" in lines[header + 2]
+    assert "<code>scalingConfig.maxSize</code>: <code>4</code> → <code>5</code>" in lines[header + 2]
 
 
 def test_json_output_parses_and_is_stable(
@@ -280,4 +280,4 @@ def test_module_runs_as_a_process_with_exit_status_2_for_changes(base_plans: dic
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr == ""
-    assert "scalingConfig.maxSize: 3 -> 5" in result.stdout
+    assert "scalingConfig.maxSize: 4 -> 5" in result.stdout

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from components.catalog import instance_catalog
+from components.platform.autoscaler import RESOURCES as AUTOSCALER_RESOURCES
 from components.schedulability import check as check_module
 from components.schedulability import check_schedulable
 from components.schedulability.matching import tolerates, why_not
@@ -21,8 +22,14 @@ from components.schedulability.nodes import (
     reserved_millicores,
 )
 from components.schedulability.packing import place, run_daemon_sets
-from components.schedulability.platform_pods import DaemonSet, efa_device_plugin, helm_merge, nvidia_device_plugin
-from components.schedulability.quantities import amount
+from components.schedulability.platform_pods import (
+    DaemonSet,
+    efa_device_plugin,
+    helm_merge,
+    nvidia_device_plugin,
+    platform_workloads,
+)
+from components.schedulability.quantities import amount, amounts
 from components.schedulability.workloads import Workload, pod_requests, workloads_of
 from components.scheduling import EFA_TAINT, GPU_PRESENT_LABEL, GPU_TAINT, Taint
 from components.spec import Problem, parse_stack_config
@@ -406,3 +413,14 @@ def test_mooncake_proxies_and_masters_need_room_on_the_system_group() -> None:
         assert part in message
     one = {"pd0": endpoints["pd0"]}
     assert schedule(stack_config(region_overrides={"node_groups": groups}, endpoints=one)) == []
+
+
+def test_the_platforms_deployments_are_the_charts_merged_with_our_values() -> None:
+    region_spec = parse_stack_config(with_classic()).regions[REGION]
+    found = {workload.name: workload for workload in platform_workloads(REGION, region_spec)}
+    assert sorted(found) == ["aws-load-balancer-controller", "cluster-autoscaler", "coredns"]
+    assert (found["aws-load-balancer-controller"].replicas, found["coredns"].replicas) == (2, 2)
+    autoscaler = found["cluster-autoscaler"]
+    assert autoscaler.replicas == 1
+    assert autoscaler.requests == amounts(AUTOSCALER_RESOURCES)
+    assert autoscaler.pod["nodeSelector"] == {"inference-fleet/accelerator": "none"}
