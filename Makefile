@@ -12,6 +12,10 @@ POLICY_STAMP := $(POLICY_VENV)/.installed
 # checkov, the security scan of the rendered manifests, in a virtualenv of its own.
 CHECKOV_VENV := tools/checkov/venv
 CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
+# A real IAM policy evaluator (npm @cloud-copilot/iam-simulate, pinned by its package-lock.json) for the
+# cold tier's access tests; test-only, so `make plan` never needs Node.js.
+IAM_SIMULATE := tools/iam-simulate
+IAM_SIMULATE_STAMP := $(IAM_SIMULATE)/node_modules/.installed
 
 .PHONY: install plan validate test system-deps lint typecheck generate check clean bench
 
@@ -33,13 +37,17 @@ $(CHECKOV_STAMP): tools/checkov/requirements.txt tools/checkov/constraints.txt
 	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tools/checkov/requirements.txt -c tools/checkov/constraints.txt
 	touch $(CHECKOV_STAMP)
 
+$(IAM_SIMULATE_STAMP): $(IAM_SIMULATE)/package.json $(IAM_SIMULATE)/package-lock.json
+	cd $(IAM_SIMULATE) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
+	touch $(IAM_SIMULATE_STAMP)
+
 validate: $(STAMP)
 	$(BIN)/fleetctl validate --stack $(STACK)
 
 plan: validate
 	$(BIN)/fleetctl plan --stack $(STACK)
 
-test: $(STAMP) system-deps $(POLICY_STAMP) $(CHECKOV_STAMP)
+test: $(STAMP) system-deps $(POLICY_STAMP) $(CHECKOV_STAMP) $(IAM_SIMULATE_STAMP)
 	$(BIN)/python -m pytest
 
 # The Mooncake wheel's store client links Debian's libibverbs1 (the end-to-end store tests);

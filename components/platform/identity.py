@@ -55,9 +55,11 @@ class WorkloadIdentity(pulumi.ComponentResource):
 
     One role bound to ``inference-workload`` in each namespace reads the model sources. Each
     endpoint that writes the cold tier gets a role of its own, bound to its own ServiceAccount
-    (``<endpoint>-kv``): KV objects only under ``mooncake-kv/<endpoint>/`` (listing limited to it
-    by condition), the cold tier's key only through S3, and its own model source. The AWS
-    provider comes from the parent; with nothing to grant, a role has no policy at all.
+    (``<endpoint>-kv``), which only the pods that write the tier run as: KV objects read and
+    written only under ``mooncake-kv/<endpoint>/``, the object tier's startup probe key, the
+    bucket's listing (so S3 answers a missing key with 404, docs/cold-tier.md), the cold tier's
+    key only through S3, and its own model source. The AWS provider comes from the parent; with
+    nothing to grant, a role has no policy at all.
     """
 
     role_arn: pulumi.Output[str]

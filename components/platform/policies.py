@@ -23,13 +23,14 @@ S3_SCHEME = "s3://"
 # escape for them; a model source containing one would grant more than it names.
 _IAM_SPECIAL = frozenset("*?$")
 
-KV_OBJECT_ACTIONS = (
-    "s3:AbortMultipartUpload",
-    "s3:GetObject",
-    "s3:ListMultipartUploadParts",
-    "s3:PutObject",
-)
-"""Read and write KV under the prefix; no delete: objects leave by lifecycle expiration."""
+KV_OBJECT_ACTIONS = ("s3:GetObject", "s3:PutObject")
+"""What vLLM's object tier does under its prefix (docs/cold-tier.md): HeadObject and ranged GetObject
+(both authorised as s3:GetObject) and single-request PutObject. No multipart upload (NIXL's plain
+S3 client never starts one), no delete (objects leave by lifecycle expiration), no listing."""
+
+OBJECT_TIER_PROBE_KEY = "__nixl_probe__/connectivity_test"
+"""The key vLLM's object tier HEADs at the bucket root when it starts (never under its prefix):
+a 404 is success, anything else stops the server."""
 
 KMS_ACTIONS = ("kms:Decrypt", "kms:GenerateDataKey")
 
@@ -149,19 +150,32 @@ def _read_statements(locations: Iterable[S3Location], region: str) -> list[State
 
 
 def _cold_tier_statements(bucket_arn: str, kms_key_arn: str, region: str, kv_prefix: str) -> list[Statement]:
+    """What vLLM's object tier needs, and only that (docs/cold-tier.md has the calls and the sources)."""
     return [
         {
-            "Sid": "ListKvPrefix",
+            # Not for listing: S3 answers a HEAD or GET of a missing key with 404 only to a caller
+            # allowed s3:ListBucket on the bucket, and with 403 otherwise, which NIXL takes for an
+            # error (the startup probe fails, a lookup batch is lost). The request that check
+            # authorises carries no s3:prefix (a ListObjects parameter), so a grant conditioned on
+            # the endpoint's prefix would not count: the grant is the bucket's, unconditioned. It
+            # discloses the names of other endpoints' KV objects, never their contents.
+            "Sid": "NotFoundForMissingKeys",
             "Effect": "Allow",
             "Action": "s3:ListBucket",
             "Resource": bucket_arn,
-            "Condition": {"StringLike": {"s3:prefix": [f"{kv_prefix}*"]}},
         },
         {
             "Sid": "ReadWriteKvObjects",
             "Effect": "Allow",
             "Action": list(KV_OBJECT_ACTIONS),
             "Resource": f"{bucket_arn}/{kv_prefix}*",
+        },
+        {
+            # The startup probe's HEAD: read-only, on exactly that key.
+            "Sid": "ObjectTierStartupProbe",
+            "Effect": "Allow",
+            "Action": "s3:GetObject",
+            "Resource": f"{bucket_arn}/{OBJECT_TIER_PROBE_KEY}",
         },
         {
             # SSE-KMS: S3 asks KMS for data keys on the caller's behalf; only through S3 in this region.
@@ -182,7 +196,8 @@ def workload_access(
     kv_prefix: str | None = None,
 ) -> Document:
     """Least privilege for inference pods: KV under one endpoint's ``kv_prefix`` of the cold
-    tier (``mooncake-kv/<endpoint>/``), and read-only weights.
+    tier (``mooncake-kv/<endpoint>/``, ending in ``/`` so ``chat`` does not reach ``chat-canary``),
+    the object tier's startup probe, and read-only weights.
 
     ``bucket_arn`` and ``kms_key_arn`` are both None without cold-tier access; the model
     sources are granted either way. The document has no statement when there is nothing to grant.
@@ -193,6 +208,8 @@ def workload_access(
         raise ValueError("cold-tier access is always to one endpoint's prefix: give kv_prefix with the bucket")
     if kv_prefix is not None and not kv_prefix.startswith(f"{KV_PREFIX}/"):
         raise ValueError(f"kv_prefix must lie under {KV_PREFIX}/, got {kv_prefix!r}")
+    if kv_prefix is not None and (not kv_prefix.endswith("/") or "//" in kv_prefix):
+        raise ValueError(f"kv_prefix must end in one '/' and repeat none, got {kv_prefix!r}")
     statements: list[Statement] = []
     if bucket_arn is not None and kms_key_arn is not None and kv_prefix is not None:
         statements.extend(_cold_tier_statements(bucket_arn, kms_key_arn, region, kv_prefix))

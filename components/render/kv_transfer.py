@@ -32,7 +32,7 @@ class ColdTierTarget:
     bucket: str
     region: str
     prefix: str
-    """``mooncake-kv/<endpoint>/``: the only prefix the workload role may write."""
+    """``mooncake-kv/<endpoint>/``: the only prefix the endpoint's role may write (as IAM reads it)."""
     staging_bytes: int
     """Host memory of the OffloadingConnector's CPU tier, through which every object write is staged."""
 
@@ -57,6 +57,16 @@ def store(role: MooncakeRole) -> dict[str, Any]:
     return {"kv_connector": "MooncakeStoreConnector", "kv_role": "kv_consumer" if role == "decode" else "kv_both"}
 
 
+def object_tier_prefix(prefix: str) -> str:
+    """The object tier's ``prefix`` for the IAM prefix ``mooncake-kv/<endpoint>/``: without the
+    trailing ``/``, which vLLM 0.33.0 adds itself (``root_dir = f"{prefix}/"`` in
+    vllm/v1/kv_offload/tiering/obj/manager.py), so its root is exactly the prefix IAM grants."""
+    trimmed = prefix.removesuffix("/")
+    if not trimmed or "//" in prefix or trimmed == prefix:
+        raise ValueError(f"a cold-tier prefix is non-empty and ends in one '/', got {prefix!r}")
+    return trimmed
+
+
 def cold_tier(target: ColdTierTarget) -> dict[str, Any]:
     return {
         "kv_connector": "OffloadingConnector",
@@ -67,7 +77,7 @@ def cold_tier(target: ColdTierTarget) -> dict[str, Any]:
             "secondary_tiers": [
                 {
                     "type": "obj",
-                    "prefix": target.prefix,
+                    "prefix": object_tier_prefix(target.prefix),
                     # No keys: the NIXL OBJ plugin falls back to the AWS SDK chain (EKS Pod Identity).
                     "store_config": {
                         "bucket": target.bucket,
@@ -81,13 +91,19 @@ def cold_tier(target: ColdTierTarget) -> dict[str, Any]:
     }
 
 
+def writes_cold_tier(role: MooncakeRole) -> bool:
+    """The roles that compute prompts (prefill, the store's server) run the object tier; decode
+    only consumes KV its prefiller computed, so it has no OffloadingConnector and never reaches the bucket."""
+    return role != "decode"
+
+
 def kv_transfer_config(mooncake: Mooncake, role: MooncakeRole, cold: ColdTierTarget | None) -> dict[str, Any]:
     children = []
     if mooncake.split:
         children.append(point_to_point(mooncake.transfer, role))
     if mooncake.store_enabled:
         children.append(store(role))
-    if cold is not None and role != "decode":
+    if cold is not None and writes_cold_tier(role):
         children.append(cold_tier(cold))
     if len(children) == 1:
         return children[0]

@@ -9,7 +9,13 @@ from typing import Any
 from components import naming
 from components.render.classic import deployment, service
 from components.render.kube import metadata, quantity
-from components.render.kv_transfer import ColdTierTarget, MooncakeRole, as_argument, kv_transfer_config
+from components.render.kv_transfer import (
+    ColdTierTarget,
+    MooncakeRole,
+    as_argument,
+    kv_transfer_config,
+    writes_cold_tier,
+)
 from components.render.mooncake_env import ADMIN_KEY_IN_SECRET
 from components.render.mooncake_store import (
     CHECKSUM_ANNOTATION,
@@ -70,7 +76,7 @@ def role_memory(endpoint: PlacedEndpoint, role: MooncakeRole, cold: bool) -> int
         # With offload disk, the segments live in the store-client container instead.
         segment = 0 if offloads_to_disk(endpoint) else int(store.global_segment_size)
         memory += ranks * (segment + int(store.local_buffer_size))
-    if cold and role != "decode":
+    if cold and writes_cold_tier(role):
         memory += cold_tier_staging(endpoint)
     return memory
 
@@ -112,8 +118,10 @@ def role_template(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTierTa
     mooncake = mooncake_of(endpoint)
     template = pod_template(endpoint, role, endpoint.image)
     pod = template["spec"]
-    if cold is not None:
+    writes_cold = cold is not None and writes_cold_tier(role)
+    if writes_cold:
         # The endpoint's own identity: KV objects under its own prefix of the cold tier only.
+        # Other roles keep the pod template's workload ServiceAccount (weights only).
         pod["serviceAccountName"] = naming.kv_service_account(endpoint.name)
     container = pod["containers"][0]
     container["args"] = [

@@ -286,9 +286,9 @@ def test_a_cold_tier_endpoint_has_its_own_role_scoped_to_its_own_prefix_the_key_
     policy = one(plan, "aws:iam/rolePolicy:RolePolicy", "us-east-1-kv-chat")
     assert policy["inputs"]["role"] == "us-east-1-kv-chat-id"
     by_sid = statements_by_sid(policy["inputs"]["policy"])
-    assert by_sid["ListKvPrefix"]["Resource"] == BUCKET_ARN
-    assert by_sid["ListKvPrefix"]["Condition"] == {"StringLike": {"s3:prefix": ["mooncake-kv/chat/*"]}}
+    assert by_sid["NotFoundForMissingKeys"]["Resource"] == BUCKET_ARN
     assert by_sid["ReadWriteKvObjects"]["Resource"] == f"{BUCKET_ARN}/mooncake-kv/chat/*"
+    assert by_sid["ObjectTierStartupProbe"]["Resource"] == f"{BUCKET_ARN}/__nixl_probe__/connectivity_test"
     assert by_sid["UseColdTierKeyThroughS3"]["Resource"] == KEY_ARN
     assert by_sid["UseColdTierKeyThroughS3"]["Condition"] == {
         "StringEquals": {"kms:ViaService": "s3.us-east-1.amazonaws.com"}

@@ -10,8 +10,17 @@ from typing import Any
 
 import pytest
 
+from components import naming
 from components.catalog import kv_transfer_schema
-from components.render.kv_transfer import ColdTierTarget, MooncakeRole, as_argument, kv_transfer_config
+from components.render.kv_transfer import (
+    ColdTierTarget,
+    MooncakeRole,
+    as_argument,
+    cold_tier,
+    kv_transfer_config,
+    object_tier_prefix,
+    writes_cold_tier,
+)
 from components.spec.mooncake import Mooncake
 
 COLD = ColdTierTarget(bucket="kv-bucket", region="us-east-1", prefix="mooncake-kv/chat/", staging_bytes=2**33)
@@ -125,10 +134,38 @@ def test_the_cold_tier_is_the_last_child_of_the_prompt_computing_roles_and_names
     cold = prefill["kv_connector_extra_config"]["connectors"][-1]
     assert cold["kv_connector"] == "OffloadingConnector"
     (tier,) = cold["kv_connector_extra_config"]["secondary_tiers"]
-    assert tier["prefix"] == "mooncake-kv/chat/"
+    assert tier["prefix"] == "mooncake-kv/chat"
     assert tier["store_config"] == {
         "bucket": "kv-bucket",
         "endpoint_override": "s3.us-east-1.amazonaws.com",
         "scheme": "https",
         "region": "us-east-1",
     }
+
+
+def vllm_object_tier_root(prefix: str) -> str:
+    """How vLLM 0.33.0 roots its keys (vllm/v1/kv_offload/tiering/obj/manager.py)."""
+    return f"{prefix}/" if prefix else ""
+
+
+@pytest.mark.parametrize("endpoint", ["chat", "a", "summarize-v2"])
+def test_the_object_tier_roots_its_keys_at_exactly_the_prefix_iam_grants(endpoint: str) -> None:
+    target = ColdTierTarget(bucket="b", region="us-east-1", prefix=naming.kv_prefix(endpoint), staging_bytes=1)
+    (tier,) = cold_tier(target)["kv_connector_extra_config"]["secondary_tiers"]
+    assert "//" not in tier["prefix"]
+    assert vllm_object_tier_root(tier["prefix"]) == naming.kv_prefix(endpoint) == f"mooncake-kv/{endpoint}/"
+
+
+@pytest.mark.parametrize("prefix", ["", "/", "mooncake-kv/chat", "mooncake-kv/chat//", "mooncake-kv//chat/"])
+def test_an_object_tier_prefix_needs_exactly_one_trailing_slash_and_no_repeated_one(prefix: str) -> None:
+    with pytest.raises(ValueError, match="ends in one '/'"):
+        object_tier_prefix(prefix)
+
+
+def test_only_the_prompt_computing_roles_run_the_object_tier() -> None:
+    every_role: tuple[MooncakeRole, ...] = ("prefill", "decode", "server")
+    assert [role for role in every_role if writes_cold_tier(role)] == ["prefill", "server"]
+    for mode in ("both", "store"):
+        for role in ROLES[mode]:
+            text = as_argument(kv_transfer_config(mooncake(mode, "tcp"), role, COLD))
+            assert ("OffloadingConnector" in text) is writes_cold_tier(role), (mode, role)

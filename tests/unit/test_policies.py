@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from components.naming import KV_PREFIX
 from components.platform.policies import (
+    OBJECT_TIER_PROBE_KEY,
     deny_insecure_transport,
     pod_identity_trust,
     s3_location,
@@ -107,23 +108,47 @@ def cold_tier_args(cold_tier: bool) -> tuple[str | None, str | None]:
     return (BUCKET_ARN, KEY_ARN) if cold_tier else (None, None)
 
 
-def test_listing_the_cold_tier_is_limited_to_the_kv_prefix() -> None:
-    listing = statements(workload_access(BUCKET_ARN, KEY_ARN, REGION, (), kv_prefix=KV))["ListKvPrefix"]
-    assert listing["Action"] == "s3:ListBucket"
-    assert listing["Resource"] == BUCKET_ARN
-    assert listing["Condition"] == {"StringLike": {"s3:prefix": ["mooncake-kv/chat/*"]}}
+def test_the_cold_tier_bucket_is_listable_so_missing_keys_answer_404() -> None:
+    # Unconditioned: the check S3 makes for a missing key's 404 carries no s3:prefix
+    # (tests/security/test_cold_tier_access.py evaluates it).
+    listing = statements(workload_access(BUCKET_ARN, KEY_ARN, REGION, (), kv_prefix=KV))["NotFoundForMissingKeys"]
+    assert listing == {
+        "Sid": "NotFoundForMissingKeys",
+        "Effect": "Allow",
+        "Action": "s3:ListBucket",
+        "Resource": BUCKET_ARN,
+    }
 
 
 def test_kv_objects_are_read_and_written_only_under_the_kv_prefix_and_never_deleted() -> None:
     objects = statements(workload_access(BUCKET_ARN, KEY_ARN, REGION, (), kv_prefix=KV))["ReadWriteKvObjects"]
     assert objects["Effect"] == "Allow"
-    assert objects["Action"] == [
-        "s3:AbortMultipartUpload",
-        "s3:GetObject",
-        "s3:ListMultipartUploadParts",
-        "s3:PutObject",
-    ]
+    assert objects["Action"] == ["s3:GetObject", "s3:PutObject"]
     assert objects["Resource"] == f"{BUCKET_ARN}/{KV_PREFIX}/chat/*"
+
+
+def test_the_object_tiers_startup_probe_key_is_only_readable() -> None:
+    probe = statements(workload_access(BUCKET_ARN, KEY_ARN, REGION, (), kv_prefix=KV))["ObjectTierStartupProbe"]
+    assert probe["Action"] == "s3:GetObject"
+    assert probe["Resource"] == f"{BUCKET_ARN}/__nixl_probe__/connectivity_test"
+    assert OBJECT_TIER_PROBE_KEY == "__nixl_probe__/connectivity_test"
+
+
+def test_the_cold_tier_grants_nothing_else() -> None:
+    by_sid = statements(workload_access(BUCKET_ARN, KEY_ARN, REGION, (), kv_prefix=KV))
+    assert sorted(by_sid) == [
+        "NotFoundForMissingKeys",
+        "ObjectTierStartupProbe",
+        "ReadWriteKvObjects",
+        "UseColdTierKeyThroughS3",
+    ]
+
+
+@pytest.mark.parametrize("prefix", ["mooncake-kv/chat", "mooncake-kv/chat//", "mooncake-kv//chat/"])
+def test_the_kv_prefix_ends_in_one_slash_so_it_cannot_reach_a_sibling(prefix: str) -> None:
+    # Without it, mooncake-kv/chat* would also grant mooncake-kv/chat-canary/.
+    with pytest.raises(ValueError, match="must end in one '/'"):
+        workload_access(BUCKET_ARN, KEY_ARN, REGION, (), kv_prefix=prefix)
 
 
 def test_the_key_is_usable_only_through_s3_in_the_region() -> None:
@@ -242,6 +267,9 @@ def test_bucket_listings_are_conditioned_on_a_prefix_unless_a_whole_bucket_is_a_
     document = workload_access(*cold_tier_args(cold_tier), REGION, sources, kv_prefix=KV if cold_tier else None)
     whole_buckets = {s3_location(uri).bucket for uri in sources if not s3_location(uri).prefix}
     for statement in document["Statement"]:
+        if statement["Sid"] == "NotFoundForMissingKeys":  # the cold tier's own bucket, for its 404s
+            assert statement["Resource"] == BUCKET_ARN
+            continue
         if statement["Action"] == "s3:ListBucket" and statement["Resource"].removeprefix("arn:aws:s3:::") not in (
             whole_buckets
         ):
