@@ -122,6 +122,16 @@ def access_entry_key(principal_arn: str) -> str:
     return f"{account}-{kind}-{path_and_name.rsplit('/', 1)[-1]}"
 
 
+def access_entry_name(region: str, principal_arn: str) -> str:
+    """Pulumi name of an IAM principal's EKS access entry: ``<region>-access-<key>``."""
+    return platform_name(region, "access", access_entry_key(principal_arn))
+
+
+def access_policy_association_name(region: str, principal_arn: str, association: str) -> str:
+    """Pulumi name of an access policy association of that entry: ``<region>-access-<key>-<association>``."""
+    return platform_name(region, "access", access_entry_key(principal_arn), association)
+
+
 def node_group_name(stack: str, region: str, group: str) -> str:
     """The managed node group's AWS name."""
     return f"{cluster_name(stack, region)}-{group}"

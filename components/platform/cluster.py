@@ -25,6 +25,13 @@ NODE_POLICIES = ["AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2
 CLUSTER_ADMIN_POLICY = "AmazonEKSClusterAdminPolicy"
 CLUSTER_ADMIN_ASSOCIATION = "cluster-admin"
 
+# Where pulumi-eks kept the admins' entries when they were its `accessEntries` (until this
+# program created them itself): children of its cluster component named `<component>-<key>`, each
+# association a child of its entry named `<component>-<key>-<association>` (createAccessEntries,
+# nodejs/eks/cluster/authenticationMode.ts of pulumi/pulumi-eks). Aliases to those URNs let a
+# deployed stack adopt its entries in place instead of creating a second entry for a principal.
+ACCESS_ENTRY_TYPE = "aws:eks/accessEntry:AccessEntry"
+
 
 @dataclass(frozen=True)
 class EksClusterArgs:
@@ -47,23 +54,6 @@ def ec2_trust_policy() -> dict[str, Any]:
 
 def cluster_admin_policy_arn(region: str) -> str:
     return f"arn:{naming.aws_partition(region)}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}"
-
-
-def admin_access_entries(admins: Sequence[str], region: str) -> dict[str, eks.AccessEntryArgs]:
-    """A STANDARD access entry per admin with cluster-admin over the whole cluster, keyed by the
-    principal (``naming.access_entry_key``): pulumi-eks names each entry ``<cluster>-<key>``."""
-    cluster_admin = eks.AccessPolicyAssociationArgs(
-        policy_arn=cluster_admin_policy_arn(region),
-        access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
-    )
-    return {
-        naming.access_entry_key(arn): eks.AccessEntryArgs(
-            principal_arn=arn,
-            type=eks.AccessEntryType.STANDARD,
-            access_policies={CLUSTER_ADMIN_ASSOCIATION: cluster_admin},
-        )
-        for arn in admins
-    }
 
 
 def server_of(kubeconfig: Any) -> str:
@@ -106,8 +96,9 @@ class EksCluster(pulumi.ComponentResource):
                 opts=child,
             )
 
+        eks_name = naming.platform_name(region, "eks")
         self.cluster = eks.Cluster(
-            naming.platform_name(region, "eks"),
+            eks_name,
             name=self.name,
             version=args.kubernetes_version,
             vpc_id=args.vpc_id,
@@ -115,8 +106,9 @@ class EksCluster(pulumi.ComponentResource):
             public_subnet_ids=args.public_subnet_ids,
             # Access entries only. pulumi-eks also sets bootstrapClusterCreatorAdminPermissions, so whoever
             # creates the cluster gets an access entry with cluster-admin from EKS, outside Pulumi's state.
+            # The admins' entries are not given here (pulumi-eks would make them children of this
+            # protected component, and so protected): see _admin_access.
             authentication_mode=eks.AuthenticationMode.API,
-            access_entries=admin_access_entries(args.access.admins, region),
             # Nodes and pods always reach the API inside the VPC; from outside only the listed CIDRs do,
             # and with none listed there is no public endpoint at all.
             endpoint_private_access=True,
@@ -138,6 +130,8 @@ class EksCluster(pulumi.ComponentResource):
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
         )
         self.cluster_name = self.cluster.urn.apply(lambda _: self.name)
+        for arn in args.access.admins:
+            self._admin_access(region, arn, eks_name)
         self.kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig_json)
         self.endpoint = self.cluster.kubeconfig.apply(server_of)
         self.cluster_security_group_id = self.cluster.cluster_security_group_id
@@ -150,3 +144,41 @@ class EksCluster(pulumi.ComponentResource):
             opts=child,
         )
         self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})
+
+    def _admin_access(self, region: str, principal_arn: str, eks_name: str) -> None:
+        """A STANDARD access entry for ``principal_arn`` with cluster-admin over the whole cluster.
+
+        Children of this component, not of the pulumi-eks cluster: an entry holds no data, so it is
+        never protected, and removing an admin from a protected region deletes its entry and
+        association. Named by ``naming.access_entry_key``, so other admins coming and going never
+        rename them.
+        """
+        legacy = f"{eks_name}-{naming.access_entry_key(principal_arn)}"
+        entry = aws.eks.AccessEntry(
+            naming.access_entry_name(region, principal_arn),
+            cluster_name=self.cluster_name,
+            principal_arn=principal_arn,
+            type="STANDARD",
+            opts=pulumi.ResourceOptions(
+                parent=self, protect=False, aliases=[pulumi.Alias(name=legacy, parent=self.cluster)]
+            ),
+        )
+        aws.eks.AccessPolicyAssociation(
+            naming.access_policy_association_name(region, principal_arn, CLUSTER_ADMIN_ASSOCIATION),
+            cluster_name=self.cluster_name,
+            principal_arn=principal_arn,
+            policy_arn=cluster_admin_policy_arn(region),
+            access_scope=aws.eks.AccessPolicyAssociationAccessScopeArgs(type="cluster"),
+            opts=pulumi.ResourceOptions(
+                parent=self,
+                protect=False,
+                # EKS associates policies with an existing entry only, and deletes them first.
+                depends_on=[entry],
+                aliases=[
+                    pulumi.Alias(
+                        name=f"{legacy}-{CLUSTER_ADMIN_ASSOCIATION}",
+                        parent=pulumi.create_urn(legacy, ACCESS_ENTRY_TYPE, parent=self.cluster),
+                    )
+                ],
+            ),
+        )

@@ -1,5 +1,6 @@
 """Who can reach a region's platform, as the offline plan records it: the cluster's admins
-(EKS access entries), where its API endpoint answers, and whom the Pod Identity roles trust."""
+(EKS access entries and their policy associations, ours rather than pulumi-eks's), where its
+API endpoint answers, and whom the Pod Identity roles trust."""
 
 from __future__ import annotations
 
@@ -18,12 +19,11 @@ from tests.component.programs import by_type, example_plan
 PROD_REGIONS = ("us-east-1", "eu-west-1")
 CI_ROLE = "arn:aws:iam::123456789012:role/inference-fleet-ci"
 TEAMMATE = "arn:aws:iam::210987654321:user/ops/alice"
-CLUSTER_ADMIN = {
-    "cluster-admin": {
-        "accessScope": {"type": "cluster"},
-        "policyArn": "arn:aws:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy",
-    }
-}
+CI_KEY = "123456789012-role-inference-fleet-ci"
+TEAMMATE_KEY = "210987654321-user-alice"
+CLUSTER = "inference-fleet-access-us-east-2"
+ENTRY = "aws:eks/accessEntry:AccessEntry"
+ASSOCIATION = "aws:eks/accessPolicyAssociation:AccessPolicyAssociation"
 STACK = """\
 config:
   inference-fleet:regions:
@@ -47,55 +47,120 @@ def one(plan: Plan, resource_type: str, region: str, name: str | None = None) ->
     return found[0]
 
 
-def cluster_inputs(directory: Path, access: str = "") -> dict[str, Any]:
-    """The EKS cluster's inputs for a one-region stack whose region has ``access`` (YAML) as its cluster_access."""
+def access_plan(directory: Path, access: str = "") -> Plan:
+    """A one-region stack (us-east-2, protected by default) whose region has ``access`` (YAML) as its cluster_access."""
     directory.mkdir(parents=True, exist_ok=True)
     stack = directory / "Pulumi.access.yaml"
     block = textwrap.indent(f"cluster_access:\n{textwrap.indent(access, '  ')}", " " * 6) if access else ""
     stack.write_text(STACK.format(access=block))
-    return dict(one(run_program(read_stack_file(stack)), "eks:index:Cluster", "us-east-2")["inputs"])
+    return run_program(read_stack_file(stack))
+
+
+def cluster_inputs(plan: Plan, region: str = "us-east-2") -> dict[str, Any]:
+    return dict(one(plan, "eks:index:Cluster", region)["inputs"])
+
+
+def admin_access(plan: Plan, region: str = "us-east-2") -> dict[str, tuple[dict[str, Any], dict[str, Any]]]:
+    """Each admin's access entry and its one policy association, by the entry's Pulumi name."""
+    by_urn = {resource["urn"]: resource for resource in plan.resources}
+    entries = [entry for entry in by_type(plan, ENTRY) if region_of(entry, by_urn) == region]
+    associations = [
+        association for association in by_type(plan, ASSOCIATION) if region_of(association, by_urn) == region
+    ]
+    assert len(associations) == len(entries)
+    access = {}
+    for entry in entries:
+        (association,) = (
+            association for association in associations if association["options"].get("dependsOn") == [entry["urn"]]
+        )
+        access[entry["name"]] = (entry, association)
+    return access
+
+
+def expected_access(region: str, cluster: str, arn: str, key: str, partition: str = "aws") -> dict[str, Any]:
+    """What the plan records of an admin's entry and association (name and inputs)."""
+    return {
+        "entry": {
+            "name": f"{region}-access-{key}",
+            "inputs": {"clusterName": cluster, "principalArn": arn, "type": "STANDARD"},
+        },
+        "association": {
+            "name": f"{region}-access-{key}-cluster-admin",
+            "inputs": {
+                "clusterName": cluster,
+                "principalArn": arn,
+                "policyArn": f"arn:{partition}:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy",
+                "accessScope": {"type": "cluster"},
+            },
+        },
+    }
+
+
+def recorded(entry: dict[str, Any], association: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "entry": {"name": entry["name"], "inputs": entry["inputs"]},
+        "association": {"name": association["name"], "inputs": association["inputs"]},
+    }
 
 
 # Cluster access.
 
 
-def test_admins_and_public_cidrs_give_access_entries_and_an_endpoint_open_only_to_those_cidrs(
-    tmp_path: Path,
-) -> None:
-    inputs = cluster_inputs(
+def test_each_admin_gets_an_access_entry_and_a_cluster_admin_association_of_its_own(tmp_path: Path) -> None:
+    plan = access_plan(
         tmp_path,
         f"admins: [{TEAMMATE}, {CI_ROLE}]\npublic_access_cidrs: [203.0.113.0/24, 198.51.100.7]\n",
     )
-    assert inputs["authenticationMode"] == "API"
-    assert inputs["accessEntries"] == {
-        "123456789012-role-inference-fleet-ci": {
-            "principalArn": CI_ROLE,
-            "type": "STANDARD",
-            "accessPolicies": CLUSTER_ADMIN,
-        },
-        "210987654321-user-alice": {"principalArn": TEAMMATE, "type": "STANDARD", "accessPolicies": CLUSTER_ADMIN},
+    access = admin_access(plan)
+    assert {name: recorded(*resources) for name, resources in access.items()} == {
+        f"us-east-2-access-{CI_KEY}": expected_access("us-east-2", CLUSTER, CI_ROLE, CI_KEY),
+        f"us-east-2-access-{TEAMMATE_KEY}": expected_access("us-east-2", CLUSTER, TEAMMATE, TEAMMATE_KEY),
     }
+    inputs = cluster_inputs(plan)
+    assert inputs["authenticationMode"] == "API"
+    assert "accessEntries" not in inputs
     assert inputs["endpointPrivateAccess"] is True
     assert inputs["endpointPublicAccess"] is True
     assert inputs["publicAccessCidrs"] == ["203.0.113.0/24", "198.51.100.7/32"]
 
 
 def test_without_admins_or_cidrs_the_endpoint_is_private_and_only_the_creator_is_admin(tmp_path: Path) -> None:
-    inputs = cluster_inputs(tmp_path)
+    plan = access_plan(tmp_path)
+    assert by_type(plan, ENTRY) == []
+    assert by_type(plan, ASSOCIATION) == []
+    inputs = cluster_inputs(plan)
     assert inputs["authenticationMode"] == "API"
-    assert inputs["accessEntries"] == {}
+    assert "accessEntries" not in inputs
     assert inputs["endpointPrivateAccess"] is True
     assert inputs["endpointPublicAccess"] is False
     assert "publicAccessCidrs" not in inputs
 
 
-def test_an_admins_access_entry_keeps_its_key_when_others_come_and_go(tmp_path: Path) -> None:
-    alone = cluster_inputs(tmp_path / "alone", f"admins: [{CI_ROLE}]\n")
-    joined = cluster_inputs(tmp_path / "joined", f"admins: [{TEAMMATE}, {CI_ROLE}]\n")
-    key = "123456789012-role-inference-fleet-ci"
-    assert list(alone["accessEntries"]) == [key]
-    assert sorted(joined["accessEntries"]) == ["123456789012-role-inference-fleet-ci", "210987654321-user-alice"]
-    assert joined["accessEntries"][key] == alone["accessEntries"][key]
+def test_access_entries_are_children_of_the_eks_cluster_component_and_wait_for_the_cluster(tmp_path: Path) -> None:
+    plan = access_plan(tmp_path, f"admins: [{CI_ROLE}]\n")
+    component = one(plan, "inference-fleet:platform:EksCluster", "us-east-2")
+    cluster = one(plan, "eks:index:Cluster", "us-east-2")
+    (entry, association) = admin_access(plan)[f"us-east-2-access-{CI_KEY}"]
+    assert cluster["options"]["protect"] is True
+    for resource in (entry, association):
+        assert resource["parent"] == component["urn"]
+        assert resource["custom"] is True
+        assert resource["inputs"]["clusterName"] == CLUSTER
+    assert association["options"]["dependsOn"] == [entry["urn"]]
+
+
+def test_an_admins_entry_and_association_stay_the_same_when_others_come_and_go(tmp_path: Path) -> None:
+    alone = admin_access(access_plan(tmp_path / "alone", f"admins: [{CI_ROLE}]\n"))
+    joined = admin_access(access_plan(tmp_path / "joined", f"admins: [{TEAMMATE}, {CI_ROLE}]\n"))
+    reordered = admin_access(access_plan(tmp_path / "reordered", f"admins: [{CI_ROLE}, {TEAMMATE}]\n"))
+    name = f"us-east-2-access-{CI_KEY}"
+    assert list(alone) == [name]
+    assert sorted(joined) == sorted(reordered) == [name, f"us-east-2-access-{TEAMMATE_KEY}"]
+    for plan in (joined, reordered):
+        for before, after in zip(alone[name], plan[name], strict=True):
+            assert {key: after[key] for key in ("urn", "inputs", "options")} == {
+                key: before[key] for key in ("urn", "inputs", "options")
+            }
 
 
 def test_the_cluster_admin_policy_carries_the_regions_partition(tmp_path: Path) -> None:
@@ -105,33 +170,64 @@ def test_the_cluster_admin_policy_carries_the_regions_partition(tmp_path: Path) 
         "us-east-2", "cn-north-1"
     )
     stack.write_text(text)
-    inputs = one(run_program(read_stack_file(stack)), "eks:index:Cluster", "cn-north-1")["inputs"]
-    (entry,) = inputs["accessEntries"].values()
-    assert entry["accessPolicies"]["cluster-admin"]["policyArn"] == (
-        "arn:aws-cn:eks::aws:cluster-access-policy/AmazonEKSClusterAdminPolicy"
+    plan = run_program(read_stack_file(stack))
+    ((entry, association),) = admin_access(plan, "cn-north-1").values()
+    assert recorded(entry, association) == expected_access(
+        "cn-north-1", "inference-fleet-cn-cn-north-1", china_admin, CI_KEY, partition="aws-cn"
     )
 
 
 @pytest.mark.parametrize("region", PROD_REGIONS)
 def test_prod_clusters_admit_the_ci_role_and_answer_only_inside_the_vpc(region: str) -> None:
-    inputs = one(example_plan("prod"), "eks:index:Cluster", region)["inputs"]
-    assert inputs["accessEntries"] == {
-        "123456789012-role-inference-fleet-ci": {
-            "principalArn": CI_ROLE,
-            "type": "STANDARD",
-            "accessPolicies": CLUSTER_ADMIN,
-        }
+    plan = example_plan("prod")
+    access = admin_access(plan, region)
+    assert {name: recorded(*resources) for name, resources in access.items()} == {
+        f"{region}-access-{CI_KEY}": expected_access(region, f"inference-fleet-prod-{region}", CI_ROLE, CI_KEY)
     }
+    inputs = cluster_inputs(plan, region)
+    assert "accessEntries" not in inputs
     assert (inputs["endpointPrivateAccess"], inputs["endpointPublicAccess"]) == (True, False)
     assert "publicAccessCidrs" not in inputs
 
 
-def test_the_dev_endpoint_is_open_to_its_listed_cidr_only() -> None:
-    inputs = one(example_plan("dev"), "eks:index:Cluster", "us-west-2")["inputs"]
-    assert sorted(inputs["accessEntries"]) == [
-        "123456789012-role-inference-fleet-ci",
-        "123456789012-role-inference-fleet-developers",
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_prod_access_entries_are_not_protected_though_the_cluster_is(region: str) -> None:
+    """Removing an admin from a protected region must need no `pulumi state unprotect`."""
+    plan = example_plan("prod")
+    assert one(plan, "eks:index:Cluster", region)["options"]["protect"] is True
+    ((entry, association),) = admin_access(plan, region).values()
+    for resource in (entry, association):
+        assert "protect" not in resource["options"], resource["name"]
+        assert "retainOnDelete" not in resource["options"], resource["name"]
+
+
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_prod_access_entries_adopt_those_pulumi_eks_created(region: str) -> None:
+    """A stack deployed when pulumi-eks made the entries (its `accessEntries`, children of its cluster
+    component, named `<component>-<key>`, associations children of their entry) keeps them in place."""
+    plan = example_plan("prod")
+    cluster = one(plan, "eks:index:Cluster", region)
+    ((entry, association),) = admin_access(plan, region).values()
+    legacy = f"{region}-eks-{CI_KEY}"
+    qualified_type, _, _ = cluster["urn"].rpartition("::")
+    assert entry["options"]["aliases"] == [{"spec": {"name": legacy, "parentUrn": cluster["urn"]}}]
+    assert association["options"]["aliases"] == [
+        {
+            "spec": {
+                "name": f"{legacy}-cluster-admin",
+                "parentUrn": f"{qualified_type}${ENTRY}::{legacy}",
+            }
+        }
     ]
+
+
+def test_the_dev_endpoint_is_open_to_its_listed_cidr_only() -> None:
+    plan = example_plan("dev")
+    assert sorted(admin_access(plan, "us-west-2")) == [
+        "us-west-2-access-123456789012-role-inference-fleet-ci",
+        "us-west-2-access-123456789012-role-inference-fleet-developers",
+    ]
+    inputs = cluster_inputs(plan, "us-west-2")
     assert (inputs["endpointPrivateAccess"], inputs["endpointPublicAccess"]) == (True, True)
     assert inputs["publicAccessCidrs"] == ["203.0.113.0/24"]
 
@@ -166,7 +262,9 @@ def test_every_pod_identity_role_is_trusted_only_for_the_account_of_the_regions_
         if region_of(role, {resource["urn"]: resource for resource in plan.resources}) == region
         and "pods.eks.amazonaws.com" in role["inputs"]["assumeRolePolicy"]
     }
-    expected = {f"{region}-lb-controller", f"{region}-workload"} | ({f"{region}-kv-chat"} if stack == "prod" else set())
+    expected = {f"{region}-lb-controller", f"{region}-cluster-autoscaler", f"{region}-workload"} | (
+        {f"{region}-kv-chat"} if stack == "prod" else set()
+    )
     assert set(trusts) == expected
     for name, trust in trusts.items():
         (statement,) = trust["Statement"]
