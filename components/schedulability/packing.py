@@ -188,14 +188,25 @@ def _pack(candidates: Mapping[Workload, Sequence[Node]]) -> list[Workload]:
 
 
 def _nodes_needed(group: str, workloads: Sequence[Workload], grow: NodeFactory, have: int) -> int | None:
-    """The fewest nodes of ``group`` that hold every pod of ``workloads`` (pods bound to it)."""
-    pods = sum(workload.replicas + workload.surge for workload in workloads)
-    for count in range(have + 1, have + pods + 1):
+    """The fewest nodes of ``group`` that hold every pod of ``workloads`` (pods bound to it).
+    Binary search: first-fit over more nodes of a group (appended after the others) never
+    places fewer pods, and one node per pod always suffices unless a pod fits no node."""
+
+    def holds(count: int) -> bool:
         fresh = grow(group, count)
         chosen = {
             workload: [node for node in fresh if why_not(workload.pod, node.labels, node.taints) is None]
             for workload in workloads
         }
-        if all(chosen.values()) and not _pack(chosen):
-            return count
-    return None
+        return all(chosen.values()) and not _pack(chosen)
+
+    low, high = have + 1, have + sum(workload.replicas + workload.surge for workload in workloads)
+    if not holds(high):
+        return None
+    while low < high:
+        middle = (low + high) // 2
+        if holds(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return high
