@@ -25,6 +25,7 @@ REGIONS: Final[tuple[str, ...]] = ("us-east-1", "us-west-2", "eu-west-1")
 """Region codes in the order regions are added (R=1 uses the first)."""
 
 IMAGE: Final = "vllm/vllm-openai:v0.33.0"
+MODEL: Final = "Qwen/Qwen3-0.6B"
 STACK: Final = "bench"
 GPU_GROUP_MAX_SIZE: Final = 16
 """Capacity is checked per endpoint (max_size x 4 GPUs); 16 nodes hold any endpoint generated here."""
@@ -54,11 +55,11 @@ def region(name: str, index: int) -> dict[str, Any]:
 def endpoint(mode: Mode) -> dict[str, Any]:
     """A one-GPU endpoint of ``mode``; Mooncake modes over TCP, split modes 1P1D."""
     if mode == "classic":
-        return {"image": IMAGE, "gpu_count": 1, "replicas": 1}
+        return {"image": IMAGE, "model": MODEL, "gpu_count": 1, "replicas": 1}
     mooncake: dict[str, Any] = {"mode": mode, "transfer": {"protocol": "tcp"}}
     if mode != "store":
         mooncake["topology"] = {"prefill": 1, "decode": 1}
-    return {"gpu_count": 1, "mooncake": mooncake}
+    return {"model": MODEL, "gpu_count": 1, "mooncake": mooncake}
 
 
 def endpoint_name(mode: Mode, index: int) -> str:

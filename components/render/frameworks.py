@@ -4,6 +4,11 @@ record (spec section 6) becomes that server's own flags. Facts as data, one func
 Flags rendered from a spec field are *owned* by that field: a user ``args`` entry that
 repeats one is refused at validation (argparse servers would silently take the last
 value, TGI's launcher would refuse to start), naming the field to set instead.
+
+The model: the server loads ``model_path`` (local weights, synced from ``model_source`` or
+already in the image) when there is one, else the Hugging Face Hub id in ``model``, which it
+downloads. ``model`` is also the name clients send, rendered as the served-name flag where
+the framework has one; without ``model`` the servers answer to the path they loaded.
 """
 
 from __future__ import annotations
@@ -24,6 +29,13 @@ class Adapter:
     port_flag: str
     parallel_flag: str | None
     """Splits the pod's GPUs over one model (tensor parallelism); None: the model's own config decides."""
+    model_aliases: tuple[str, ...] = ()
+    """Other flags that set the same model (owned alike)."""
+    served_name_flag: str | None = None
+    """The name clients send in a request's ``model`` field; None: the framework has no such flag."""
+    repository: bool = False
+    """The model flag takes a model repository whose directories name the models (Triton):
+    local files only, never a Hub id, and ``model`` is not rendered."""
     engine_flags: Mapping[str, str] = field(default_factory=dict)
     """Engine-record field -> the flag that takes its value."""
     prefix_caching_on: str | None = None
@@ -43,6 +55,8 @@ ADAPTERS: dict[Framework, Adapter] = {
     "vllm": Adapter(
         command=(),
         model_flag=None,
+        model_aliases=("--model",),  # `vllm serve` takes the positional over --model
+        served_name_flag="--served-model-name",
         port_flag="--port",
         parallel_flag="--tensor-parallel-size",
         engine_flags={
@@ -58,6 +72,8 @@ ADAPTERS: dict[Framework, Adapter] = {
     "sglang": Adapter(
         command=("python3", "-m", "sglang.launch_server"),
         model_flag="--model-path",
+        model_aliases=("--model",),
+        served_name_flag="--served-model-name",
         port_flag="--port",
         parallel_flag="--tp-size",
         engine_flags={
@@ -70,6 +86,8 @@ ADAPTERS: dict[Framework, Adapter] = {
         fixed=(("--host", "0.0.0.0"),),  # SGLang listens on 127.0.0.1 unless told otherwise
         metrics_on="--enable-metrics",
     ),
+    # TGI's launcher has no served-name flag (v3.3.7): its OpenAI routes take any request
+    # model and answer as --model-id (chat completions echo the request's).
     "tgi": Adapter(
         command=(),
         model_flag="--model-id",
@@ -89,6 +107,7 @@ ADAPTERS: dict[Framework, Adapter] = {
         port_flag="--http-port",
         parallel_flag=None,
         joined=True,
+        repository=True,
     ),
 }
 
@@ -97,6 +116,8 @@ ADAPTERS: dict[Framework, Adapter] = {
 class ServerInputs:
     port: int
     gpu_count: int
+    model: str | None
+    """The Hub id to download without ``model_dir``; with it, only the name clients send."""
     model_dir: str | None
     """Where the weights are inside the pod (model_path, or where model_source is synced)."""
     engine: EngineCapabilities
@@ -109,6 +130,9 @@ class ServerLaunch:
     env: dict[str, str]
     owned: dict[str, str]
     """flag or environment variable -> the spec field it is rendered from."""
+    served_model_name: str | None
+    """What clients send as a request's model: ``model``, else the path the server loaded (vLLM,
+    SGLang and TGI answer to it). Triton's repository names its models: ``model`` or None."""
 
 
 def server_launch(framework: Framework, inputs: ServerInputs) -> ServerLaunch:
@@ -120,12 +144,19 @@ def server_launch(framework: Framework, inputs: ServerInputs) -> ServerLaunch:
         owned[flag] = source
         args.extend([f"{flag}={value}"] if adapter.joined else [flag, str(value)])
 
-    if inputs.model_dir is not None:
+    loaded, source = (inputs.model_dir, "model_path") if inputs.model_dir is not None else (inputs.model, "model")
+    if loaded is not None:
         if adapter.model_flag is None:
-            args.append(inputs.model_dir)
-            owned["--model"] = "model_path"
+            args.append(loaded)
         else:
-            add(adapter.model_flag, inputs.model_dir, "model_path")
+            add(adapter.model_flag, loaded, source)
+    for flag in adapter.model_aliases:
+        owned[flag] = source
+    served = inputs.model if adapter.repository else inputs.model or inputs.model_dir
+    if adapter.served_name_flag is not None:
+        owned[adapter.served_name_flag] = "model"
+        if inputs.model is not None:
+            add(adapter.served_name_flag, inputs.model, "model")
     for flag, value in adapter.fixed:
         add(flag, value, "port")
     add(adapter.port_flag, inputs.port, "port")
@@ -148,7 +179,7 @@ def server_launch(framework: Framework, inputs: ServerInputs) -> ServerLaunch:
         owned[adapter.prefix_caching_env] = "engine.enable_prefix_caching"
     if adapter.metrics_on is not None:
         args.append(adapter.metrics_on)
-    return ServerLaunch(adapter.command, tuple(args), env, owned)
+    return ServerLaunch(adapter.command, tuple(args), env, owned, served)
 
 
 def flag_name(arg: str) -> str | None:

@@ -8,7 +8,7 @@ from typing import Annotated, Literal, Self
 from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 
 from components.catalog import pins
-from components.render.frameworks import ServerInputs, ServerLaunch, flag_name, server_launch
+from components.render.frameworks import ADAPTERS, ServerInputs, ServerLaunch, flag_name, server_launch
 from components.render.mooncake_env import ROLE_ENV
 from components.scheduling import CAPACITY_TYPE_LABEL, NODE_GROUP_LABEL
 from components.spec.autoscaling import Autoscaling
@@ -32,6 +32,13 @@ from components.spec.sizes import ByteSize
 from policy.rules import CREDENTIAL_NAME
 
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
+# A served name goes on the server's command line and into clients' requests: no spaces, no
+# leading '-' (it would read as a flag).
+_MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/@+-]{0,255}$")
+# huggingface_hub's validate_repo_id with the namespace required: each part 1-96 of letters,
+# digits, '_', '.' and '-', starting and ending with a letter, digit or '_'; no '--' or '..'.
+_HUB_PART = r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+_HUB_ID = re.compile(rf"^{_HUB_PART}/{_HUB_PART}$")
 _CPU = re.compile(r"^([1-9][0-9]{0,3}|[0-9]{1,4}\.[0-9]{1,3}|[1-9][0-9]{0,6}m)$")
 MODELS_DIR = "/models"
 """Where model_source is synced when model_path is not given: /models/<last part of the source>."""
@@ -50,6 +57,22 @@ def _s3_uri(value: str) -> str:
     if not _S3_URI.match(value):
         raise fail("s3_uri", "must be an s3:// URI such as s3://my-bucket/models/llama, got {value!r}", value=value)
     return value
+
+
+def _model_name(value: str) -> str:
+    if not _MODEL_NAME.match(value):
+        raise fail(
+            "model_name",
+            "must be a model name such as Qwen/Qwen3-8B (at most 256 letters, digits and '_.:/@+-', "
+            "starting with a letter, digit or '_'), got {value!r}",
+            value=value,
+        )
+    return value
+
+
+def is_hub_id(value: str) -> bool:
+    """``org/name`` as the Hugging Face Hub spells repository ids."""
+    return bool(_HUB_ID.match(value)) and "--" not in value and ".." not in value and not value.endswith(".git")
 
 
 def _own_label(key: str) -> str:
@@ -76,6 +99,7 @@ def _cpu(value: object) -> str:
 
 Path = Annotated[str, AfterValidator(_path)]
 S3Uri = Annotated[str, AfterValidator(_s3_uri)]
+ModelName = Annotated[str, AfterValidator(_model_name)]
 UserLabelKey = Annotated[LabelKey, AfterValidator(_own_label)]
 Cpu = Annotated[str, BeforeValidator(_cpu, json_schema_input_type=int | str)]
 
@@ -136,10 +160,22 @@ class Endpoint(SpecModel):
     health_check_path: Path | None = Field(
         None, description="Readiness and liveness path; defaults to the framework's (/health, Triton /v2/health/ready)."
     )
+    model: ModelName | None = Field(
+        None,
+        description="What the endpoint serves, and the name clients send as a request's model. Without "
+        "model_source and model_path it is a Hugging Face Hub id org/name (e.g. Qwen/Qwen3-8B) that the server "
+        "downloads at start and serves under that name; a gated model also needs HF_TOKEN in secret_env (whether "
+        "a model is gated cannot be known offline: without the token the pod fails at start). With model_source or "
+        "model_path the server loads those weights and model is only the served name (vLLM and SGLang "
+        "--served-model-name; TGI has no such flag and takes any name; Triton's repository names its models, so "
+        "it is exported only). Without model the server answers to model_path. One of model, model_source and "
+        "model_path is required.",
+    )
     model_path: Path | None = Field(
         None,
-        description="Path of the weights inside the pod, handed to the server (vLLM's model, SGLang --model-path, "
-        "TGI --model-id, Triton --model-repository); with model_source it defaults to /models/<last part of the URI>.",
+        description="Path of the weights inside the pod, handed to the server (vLLM's positional model, SGLang "
+        "--model-path, TGI --model-id, Triton --model-repository); with model_source it defaults to "
+        "/models/<last part of the URI>.",
     )
     model_source: S3Uri | None = Field(
         None, description="s3:// URI of the weights, synced into model_path by an init container before start."
@@ -224,7 +260,7 @@ class Endpoint(SpecModel):
                 "health_check_path": self.health_check_path or HEALTH_PATHS[framework],
                 **self._pod_defaults(),
             }
-        )._check_args()
+        )._checked()
 
     def _pod_defaults(self) -> dict[str, object]:
         gpus = self.gpu_count
@@ -239,7 +275,45 @@ class Endpoint(SpecModel):
             model_path = f"{MODELS_DIR}/{self.model_source.rstrip('/').rsplit('/', 1)[-1]}"
         return {"resources": resources, "model_path": model_path}
 
-    def _check_args(self) -> Self:
+    def _checked(self) -> Self:
+        """The rules that need the resolved endpoint (framework and model_path known)."""
+        self._check_model()
+        self._check_args()
+        return self
+
+    def _check_model(self) -> None:
+        """Every endpoint says what it serves; a model the server downloads is a Hub id."""
+        assert self.framework is not None
+        if self.model_path is not None:  # model_source has set it by now
+            return
+        if self.model is None:
+            raise fail(
+                "model_required",
+                "is required: say what the endpoint serves with model (a Hugging Face Hub id such as "
+                "Qwen/Qwen3-8B, which the server downloads), model_source (an s3:// URI of the weights, synced "
+                "into the pod) or model_path (weights already in the image)",
+                at="model",
+            )
+        if ADAPTERS[self.framework].repository:
+            raise fail(
+                "model_repository",
+                "is taken for a Hub id, but {framework} serves a model repository and downloads nothing from the "
+                "Hub: set model_source (an s3:// URI of the repository) or model_path, and model then only names "
+                "the model clients call",
+                at="model",
+                framework=self.framework,
+            )
+        if not is_hub_id(self.model):
+            raise fail(
+                "hub_id",
+                "without model_source or model_path the server downloads the model from the Hugging Face Hub, so "
+                "it must be a Hub id org/name such as Qwen/Qwen3-8B, got {value!r}; to serve local weights under "
+                "this name, set model_source or model_path",
+                at="model",
+                value=self.model,
+            )
+
+    def _check_args(self) -> None:
         """Refuse args and env that repeat what inference-fleet renders from a field."""
         owned = self.server_launch().owned
         variables = {name: source for name, source in owned.items() if not name.startswith("-")}
@@ -256,6 +330,18 @@ class Endpoint(SpecModel):
                     name=variable,
                     source=variables[variable],
                 )
+        assert self.framework is not None
+        if self.args and flag_name(self.args[0]) is None and ADAPTERS[self.framework].model_flag is None:
+            # After the rendered flags (each with its value) a bare word is a second positional model.
+            source = owned["--model"]
+            raise fail(
+                "positional_model",
+                "{arg!r} would be a second positional model; the model is rendered from {source}: set {source} "
+                "instead of passing it in args",
+                at="args[0]",
+                arg=self.args[0],
+                source=source,
+            )
         for index, arg in enumerate(self.args):
             name = flag_name(arg)
             if name in owned:
@@ -266,7 +352,6 @@ class Endpoint(SpecModel):
                     name=name,
                     source=owned[name],
                 )
-        return self
 
     def _resolve_mooncake(self) -> Self:
         mooncake = self.mooncake
@@ -318,7 +403,7 @@ class Endpoint(SpecModel):
                 "mooncake": mooncake,
                 **self._pod_defaults(),
             }
-        )._check_args()
+        )._checked()
 
     # Derived facts the workloads use.
 
@@ -343,12 +428,18 @@ class Endpoint(SpecModel):
             return self.region_image_uris[region]
         return rewrite_for_region(self.image, region) if self.rewrite_image else self.image
 
+    @property
+    def served_model_name(self) -> str | None:
+        """The name clients send as a request's model (exported in the engine record)."""
+        return self.server_launch().served_model_name
+
     def server_launch(self) -> ServerLaunch:
         """How the framework's server starts, the engine record translated into its flags."""
         assert self.framework is not None
         inputs = ServerInputs(
             port=self.port,
             gpu_count=self.gpu_count,
+            model=self.model,
             model_dir=self.model_path,
             engine=self.engine or EngineCapabilities(),
         )

@@ -37,6 +37,8 @@ class EndpointRecord(SpecModel):
     endpoint: str
     region: str
     address: str
+    served_model_name: str | None = None
+    """What requests send as their model; None only for a Triton repository without ``model``."""
     capabilities: EngineCapabilities = Field(default_factory=EngineCapabilities)
 
     def to_dict(self) -> dict[str, Any]:
@@ -44,6 +46,7 @@ class EndpointRecord(SpecModel):
             "endpoint": self.endpoint,
             "region": self.region,
             "address": self.address,
+            "served_model_name": self.served_model_name,
             "capabilities": self.capabilities.to_dict(),
         }
 

@@ -88,11 +88,13 @@ class InferenceEndpoint(pulumi.ComponentResource):
                 route = resource
         assert route is not None
         capabilities = endpoint.spec.engine or EngineCapabilities()
+        served_model_name = endpoint.spec.served_model_name
         self.record = route.status.apply(
             lambda status: EndpointRecord(
                 endpoint=endpoint.name,
                 region=endpoint.region,
                 address=address(endpoint, _hostname(status)),
+                served_model_name=served_model_name,
                 capabilities=capabilities,
             ).to_dict()
         )

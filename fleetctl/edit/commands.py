@@ -69,6 +69,12 @@ def add_commands(commands: Subcommands) -> None:
     add.add_argument("--replicas", type=int, help="pods of a classic endpoint")
     add.add_argument("--gpu-count", type=int, help="GPUs per pod")
     add.add_argument("--node-group", help="node group to schedule on")
+    add.add_argument(
+        "--model",
+        metavar="NAME",
+        help="Hugging Face Hub id the server downloads (org/name); with --model-source the name it serves under",
+    )
+    add.add_argument("--model-source", metavar="S3_URI", help="s3:// URI of the weights, synced into the pod")
     add.add_argument("--mooncake-mode", choices=("disaggregated", "store", "both"))
     add.add_argument("--prefill", type=int, help="prefill instances (with --mooncake-mode; default 1)")
     add.add_argument("--decode", type=int, help="decode instances (with --mooncake-mode; default 1)")
@@ -141,6 +147,8 @@ def _add_endpoint(arguments: argparse.Namespace) -> Operation:
         replicas=arguments.replicas,
         gpu_count=arguments.gpu_count,
         node_group=arguments.node_group,
+        model=arguments.model,
+        model_source=arguments.model_source,
         mooncake_mode=arguments.mooncake_mode,
         prefill=arguments.prefill,
         decode=arguments.decode,

@@ -114,6 +114,8 @@ def add_endpoint(
     replicas: int | None = None,
     gpu_count: int | None = None,
     node_group: str | None = None,
+    model: str | None = None,
+    model_source: str | None = None,
     mooncake_mode: str | None = None,
     prefill: int | None = None,
     decode: int | None = None,
@@ -145,6 +147,10 @@ def add_endpoint(
         endpoint["gpu_count"] = gpu_count
     if node_group is not None:
         endpoint["node_group"] = node_group
+    if model is not None:
+        endpoint["model"] = model
+    if model_source is not None:
+        endpoint["model_source"] = model_source
     if mooncake_mode is not None:
         mooncake = CommentedMap()
         mooncake["mode"] = mooncake_mode

@@ -128,13 +128,17 @@ def verify(spec: StackSpec, outputs: dict[str, Any], client: Client, arguments: 
             checks.append(Check(name, region, "address", "failed", "no routed address in the stack's outputs"))
             continue
         address = str(record["address"]).rstrip("/")
-        checks += endpoint_checks(name, region, endpoint, address, client, triton)
-        checks += cluster_checks(name, region, endpoint, address, partial(cluster, region), client, triton, arguments)
+        # What was deployed; the stack file's when the record predates the field.
+        model = record.get("served_model_name") or endpoint.served_model_name
+        checks += endpoint_checks(name, region, endpoint, address, model, client, triton)
+        checks += cluster_checks(
+            name, region, endpoint, address, model, partial(cluster, region), client, triton, arguments
+        )
     return checks
 
 
 def endpoint_checks(
-    name: str, region: str, endpoint: Endpoint, address: str, client: Client, triton: TritonModel
+    name: str, region: str, endpoint: Endpoint, address: str, model: str | None, client: Client, triton: TritonModel
 ) -> list[Check]:
     checks: list[Check] = []
 
@@ -148,7 +152,7 @@ def endpoint_checks(
         url = f"{address}{endpoint.health_check_path or '/health'}"
         attempt("health", lambda: _health(client, url))
     assert endpoint.framework is not None
-    request = request_check(endpoint.framework, triton)
+    request = request_check(endpoint.framework, triton, model)
     attempt("request", lambda: request(client, address))
     return checks
 
@@ -158,6 +162,7 @@ def cluster_checks(
     region: str,
     endpoint: Endpoint,
     address: str,
+    model: str | None,
     cluster: Callable[[], Cluster],
     client: Client,
     triton: TritonModel,
@@ -178,7 +183,7 @@ def cluster_checks(
     checks: list[Check] = []
     for check, action in wanted:
         try:
-            target = Target(name, region, endpoint, address, cluster(), client, arguments.log_wait)
+            target = Target(name, region, endpoint, address, model, cluster(), client, arguments.log_wait)
             checks.append(Check(name, region, check, "passed", action(target)))
         except UnverifiedError as reason:
             checks.append(Check(name, region, check, "unverified", str(reason)))

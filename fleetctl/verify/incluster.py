@@ -45,6 +45,8 @@ class Target:
     region: str
     endpoint: Endpoint
     address: str
+    model: str | None
+    """The served model name requests send."""
     cluster: Cluster
     client: Client
     log_wait: float
@@ -73,7 +75,7 @@ def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
             f"{endpoint.framework} serves its metrics off the server port, which the NetworkPolicy closes"
         )
     before = {role: _counters(target, role, sample) for role in ("server", "canary")}
-    request = request_check(endpoint.framework, triton)
+    request = request_check(endpoint.framework, triton, target.model)
     with ThreadPoolExecutor(CONCURRENT_REQUESTS) as pool:
         sent = [pool.submit(request, target.client, target.address) for _ in range(requests)]
         try:
@@ -208,7 +210,7 @@ def _unseen_request(target: Target) -> Callable[[], int]:
     that reaches back to just before it, one second spare for the kubelet's rounding."""
     started = time.monotonic()
     prompt = f"Request {secrets.token_hex(8)} from fleetctl verify. " + FILLER * FILLER_REPEATS
-    vllm(target.client, target.address, prompt)
+    vllm(target.client, target.address, target.model, prompt)
     return lambda: math.ceil(time.monotonic() - started) + 1
 
 

@@ -53,9 +53,10 @@ def _ok(status: int, body: Any, what: str) -> Any:
     return body
 
 
-def vllm(client: Client, address: str, prompt: str = PROMPT) -> str:
-    models = _ok(*client.request("GET", f"{address}/v1/models"), "GET /v1/models")
-    model = _text(models, "data", 0, "id")
+def vllm(client: Client, address: str, model: str | None, prompt: str = PROMPT) -> str:
+    """A completion naming the served model, as clients do (the bundled split-endpoint proxy serves no /v1/models)."""
+    if model is None:
+        raise CheckError("no served model name in the engine record or the stack file to send")
     body = {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0}
     answer = _ok(*client.request("POST", f"{address}/v1/completions", body), "POST /v1/completions")
     return _text(answer, "choices", 0, "text")
@@ -85,8 +86,11 @@ def triton(client: Client, address: str, model: TritonModel) -> str:
     return f"{name}={data}"
 
 
-def request_check(framework: Framework, triton_model: TritonModel) -> Callable[[Client, str], str]:
+def request_check(framework: Framework, triton_model: TritonModel, model: str | None) -> Callable[[Client, str], str]:
+    """The request of ``framework``; vLLM's names ``model``, the endpoint's served model name."""
     if framework == "triton":
         return lambda client, address: triton(client, address, triton_model)
-    checks: dict[Framework, Callable[[Client, str], str]] = {"vllm": vllm, "sglang": sglang, "tgi": tgi}
+    if framework == "vllm":
+        return lambda client, address: vllm(client, address, model)
+    checks: dict[Framework, Callable[[Client, str], str]] = {"sglang": sglang, "tgi": tgi}
     return checks[framework]

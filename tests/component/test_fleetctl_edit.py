@@ -28,6 +28,7 @@ from fleetctl.stackfile import read_stack_file, stack_path
 ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com/summarize-vllm"
 EU_IMAGE = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/summarize-vllm:2026.11.1-eu"
 NEW_VLLM = "vllm/vllm-openai:v0.34.0"
+MODEL = "Qwen/Qwen3-0.6B"
 
 # A stack with comments above, beside and below entries, blank lines, three quoting
 # styles and a block list: the cases where a careless round trip loses or moves lines.
@@ -58,12 +59,14 @@ config:
     beta:
       image: "vllm/vllm-openai:v0.33.0"
       replicas: 1
+      model: Qwen/Qwen3-8B
     # Experimental: may go any time.
     gamma:
       image: 'vllm/vllm-openai:v0.33.0'
       target_regions:
         - us-east-1   # primary
       replicas: 1
+      model: Qwen/Qwen3-0.6B
 # end of the team stack
 """
 
@@ -103,8 +106,34 @@ def fleetctl(argv: list[str], path: Path) -> int:
 ACCEPTED = {
     "endpoint add (classic)": (
         "dev",
-        ["endpoint", "add", "embed", "--image", NEW_VLLM, "--replicas", "2", "--region", "us-west-2"],
-        ["+    embed:", f"+      image: {NEW_VLLM}", "+      target_regions: [us-west-2]", "+      replicas: 2"],
+        ["endpoint", "add", "embed", "--image", NEW_VLLM, "--replicas", "2", "--region", "us-west-2", "--model", MODEL],
+        [
+            "+    embed:",
+            f"+      image: {NEW_VLLM}",
+            "+      target_regions: [us-west-2]",
+            "+      replicas: 2",
+            f"+      model: {MODEL}",
+        ],
+    ),
+    "endpoint add (weights from s3, served under a name of its own)": (
+        "dev",
+        [
+            "endpoint",
+            "add",
+            "embed",
+            "--image",
+            NEW_VLLM,
+            "--model-source",
+            "s3://dev-models/qwen3-0.6b",
+            "--model",
+            "embed",
+        ],
+        [
+            "+    embed:",
+            f"+      image: {NEW_VLLM}",
+            "+      model: embed",
+            "+      model_source: s3://dev-models/qwen3-0.6b",
+        ],
     ),
     "endpoint add (mooncake)": (
         "dev",
@@ -124,11 +153,14 @@ ACCEPTED = {
             "1",
             "--node-group",
             "gpu",
+            "--model",
+            MODEL,
         ],
         [
             "+    pd:",
             "+      gpu_count: 1",
             "+      node_group: gpu",
+            f"+      model: {MODEL}",
             "+      mooncake:",
             "+        mode: disaggregated",
             "+        topology: {prefill: 2, decode: 1}",
@@ -142,6 +174,7 @@ ACCEPTED = {
         [
             "-    chat-pd:                        # Mooncake prefill/decode over TCP (1P1D)",
             "-      gpu_count: 2",
+            "-      model: Qwen/Qwen3-8B          # downloaded from the Hugging Face Hub by each role pod",
             "-      mooncake:",
             "-        mode: disaggregated",
             "-        topology: {prefill: 1, decode: 1}",
@@ -338,6 +371,7 @@ def test_the_cold_tier_turns_a_disabled_store_back_on(tmp_path: Path) -> None:
     # Room on p5 for the store's server (an rdma pod takes a node) and its rollout surge.
     path.write_text(path.read_text().replace("max_size: 5 ", "max_size: 7 "))
     add = ["endpoint", "add", "kv", "--mooncake-mode", "store", "--node-group", "p5", "--region", "us-east-1"]
+    add += ["--model", MODEL]
     assert fleetctl(add, path) == 0
     assert fleetctl(["store", "configure", "kv", "--disable"], path) == 0
     disabled = path.read_text()
@@ -357,6 +391,7 @@ TEAM_EDITS = {
             "-    beta:",
             '-      image: "vllm/vllm-openai:v0.33.0"',
             "-      replicas: 1",
+            "-      model: Qwen/Qwen3-8B",
         ],
     ),
     "removing the first endpoint keeps the comment above the second": (
@@ -380,6 +415,7 @@ TEAM_EDITS = {
             "-      target_regions:",
             "-        - us-east-1   # primary",
             "-      replicas: 1",
+            "-      model: Qwen/Qwen3-0.6B",
         ],
     ),
     "a new key goes above the blank line and comment of the next endpoint": (
@@ -387,8 +423,8 @@ TEAM_EDITS = {
         ["+      desired_state: stopped"],
     ),
     "a new endpoint goes above the comment that ends the file": (
-        ["endpoint", "add", "delta", "--image", NEW_VLLM],
-        ["+    delta:", f"+      image: {NEW_VLLM}"],
+        ["endpoint", "add", "delta", "--image", NEW_VLLM, "--model", "Qwen/Qwen3-8B"],
+        ["+    delta:", f"+      image: {NEW_VLLM}", "+      model: Qwen/Qwen3-8B"],
     ),
     "double quotes are kept": (
         ["image", "set", "beta", NEW_VLLM],
@@ -526,6 +562,17 @@ REFUSED = {
         "already exists",
     ),
     "endpoint add without an image": ("dev", ["endpoint", "add", "embed"], "image: is required for a classic endpoint"),
+    "endpoint add without a model": (
+        "dev",
+        ["endpoint", "add", "embed", "--image", NEW_VLLM],
+        "error: endpoints.embed.model: is required: say what the endpoint serves with model",
+    ),
+    "endpoint add of a model that is no Hub id": (
+        "dev",
+        ["endpoint", "add", "embed", "--image", NEW_VLLM, "--model", "qwen3"],
+        "error: endpoints.embed.model: without model_source or model_path the server downloads the model from the "
+        "Hugging Face Hub, so it must be a Hub id org/name",
+    ),
     "endpoint add with an invalid name": (
         "dev",
         ["endpoint", "add", "Embed_1", "--image", NEW_VLLM],
@@ -538,7 +585,19 @@ REFUSED = {
     ),
     "endpoint add of rdma without EFA": (
         "dev",
-        ["endpoint", "add", "pd", "--mooncake-mode", "both", "--protocol", "rdma", "--node-group", "gpu"],
+        [
+            "endpoint",
+            "add",
+            "pd",
+            "--mooncake-mode",
+            "both",
+            "--protocol",
+            "rdma",
+            "--node-group",
+            "gpu",
+            "--model",
+            MODEL,
+        ],
         "'rdma' needs an EFA node group",
     ),
     "endpoint remove of an unknown endpoint": ("dev", ["endpoint", "remove", "nope"], "no such endpoint"),
@@ -745,6 +804,7 @@ REGIONS = st.sampled_from(["us-west-2", "us-east-1", "eu-west-1", "ap-south-1"])
 COUNTS = st.integers(min_value=-1, max_value=6).map(str)
 IMAGES = st.sampled_from([NEW_VLLM, f"{ECR}:2027.1.0", " "])
 SIZES = st.sampled_from(["4GiB", "1073741824", "0", "4GB", "007"])
+MODELS = st.sampled_from([[], ["--model", MODEL], ["--model", "qwen3"], ["--model-source", "s3://dev-models/x"]])
 
 
 def _flag(name: str, values: st.SearchStrategy[str]) -> st.SearchStrategy[list[str]]:
@@ -773,8 +833,8 @@ def edits(stack: str) -> st.SearchStrategy[list[str]]:
         ),
         st.tuples(names, st.sampled_from(["1", "30", "99", "100"])).map(lambda t: ["canary", "weight", *t]),
         st.tuples(st.sampled_from(["promote", "rollback"]), names).map(lambda t: ["canary", *t]),
-        st.tuples(names, IMAGES, _flag("--replicas", COUNTS)).map(
-            lambda t: ["endpoint", "add", t[0], "--image", t[1], *t[2]]
+        st.tuples(names, IMAGES, _flag("--replicas", COUNTS), MODELS).map(
+            lambda t: ["endpoint", "add", t[0], "--image", t[1], *t[2], *t[3]]
         ),
         names.map(lambda name: ["endpoint", "remove", name]),
     )

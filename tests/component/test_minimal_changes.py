@@ -138,7 +138,10 @@ def test_rollback_deletes_the_canary_and_restores_the_route_leaving_the_primary_
 def test_adding_an_endpoint_only_creates(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    new = "  inference-fleet:endpoints:\n    docs:\n      image: lmsysorg/sglang:v0.5.6\n      node_group: gpu\n"
+    new = (
+        "  inference-fleet:endpoints:\n    docs:\n      image: lmsysorg/sglang:v0.5.6\n      model: Qwen/Qwen3-0.6B\n"
+        "      node_group: gpu\n"
+    )
     head = edited(tmp_path / "stack", "dev", ("  inference-fleet:endpoints:\n", new))
     entries = changes(capsys, base_plans["dev"], plan_directory(head, tmp_path / "plan"))
     assert {entry["action"] for entry in entries} == {"create"}

@@ -130,6 +130,14 @@ def test_each_endpoint_and_region_exports_its_engine_record_with_the_routed_addr
     assert set(records) == {"assistant", "chat-pd", "kv-cache"}
 
 
+def test_each_engine_record_names_the_model_clients_send() -> None:
+    records = example_plan("dev").outputs["endpoints"]
+    served = {
+        name: EndpointRecord.from_dict(by_region["us-west-2"]).served_model_name for name, by_region in records.items()
+    }
+    assert served == {"assistant": "Qwen/Qwen3-8B", "chat-pd": "Qwen/Qwen3-8B", "kv-cache": "Qwen/Qwen3-0.6B"}
+
+
 def test_the_plan_writes_the_rendered_manifests_per_region_and_namespace() -> None:
     files = manifest_files(example_plan("prod"))
     for region in ("us-east-1", "eu-west-1"):

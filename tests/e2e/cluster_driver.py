@@ -30,7 +30,7 @@ from prometheus_client import CollectorRegistry, Counter, generate_latest
 
 from fleetctl.verify.command import main as verify
 from tests.e2e.store_driver import HOST_ADDRESS, private_network
-from tests.e2e.verify_driver import GOOD, reply
+from tests.e2e.verify_driver import reply, unknown_model
 
 TOKEN = "k8s-aws-v1.verify-test-token"
 NAMESPACE = "inference"
@@ -230,12 +230,14 @@ class Route(BaseHTTPRequestHandler):
         reply(self, status, json.dumps(body).encode())
 
     def do_GET(self) -> None:
-        self.answer(GOOD[("GET", "/v1/models")] if self.path.endswith("/v1/models") else {})
+        self.answer({})
 
     def do_POST(self) -> None:
-        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        request = self.rfile.read(int(self.headers.get("Content-Length") or 0))
         case = self.path.lstrip("/").split("/")[0]
-        if self.cluster.route(case):
+        if self.path.endswith("/v1/completions") and (error := unknown_model(request)) is not None:
+            self.answer(error, status=404)
+        elif self.cluster.route(case):
             self.answer({"choices": [{"index": 0, "text": " Paris."}], "generated_text": " Paris."})
         else:
             self.answer({"object": "error", "message": "CUDA error: an illegal memory access"}, status=500)

@@ -21,7 +21,7 @@ from components.render.mooncake_store import (
 from fleetctl.verify import evidence
 from tests.e2e import mooncake_reader
 from tests.e2e.namespace import run_driver
-from tests.unit.stack_builders import placed_endpoint, stack_config
+from tests.unit.stack_builders import MODEL, placed_endpoint, stack_config
 
 ROOT = Path(__file__).resolve().parents[2]
 KV_BLOCK = 2 * 1024 * 1024  # 16 tokens of a Qwen3-8B-sized KV block, roughly
@@ -34,7 +34,7 @@ def store_endpoint(**store: Any) -> Any:
         "transfer": {"protocol": "tcp"},
         "store": {"global_segment_size": "256MiB", "local_buffer_size": "64MiB", **store},
     }
-    config = stack_config(endpoints={"chat": {"mooncake": mooncake, "node_group": "gpu"}})
+    config = stack_config(endpoints={"chat": {"model": MODEL, "mooncake": mooncake, "node_group": "gpu"}})
     return placed_endpoint(config)
 
 

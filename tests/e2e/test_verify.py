@@ -13,6 +13,7 @@ from ruamel.yaml import YAML
 
 from fleetctl.verify.canary import consistent, tolerance
 from tests.e2e.namespace import run_driver
+from tests.e2e.verify_driver import SERVED_MODEL
 from tests.unit.stack_builders import stack_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,8 +23,17 @@ IMAGES = {
     "tgi": "ghcr.io/huggingface/text-generation-inference:3.3.6",
     "triton": "nvcr.io/nvidia/tritonserver:25.10-py3",
 }
+WEIGHTS: dict[str, dict[str, str]] = {
+    "vllm": {"model": SERVED_MODEL},
+    "sglang": {"model": SERVED_MODEL},
+    "tgi": {"model": SERVED_MODEL},
+    "triton": {"model_source": "s3://models/repository"},
+}
+RENAMED = ("vllm-renamed", "vllm-unserved")
+"""The stack file names another model than the server serves; only the first's record names the served one."""
 CASES = [
     "vllm-good",
+    *RENAMED,
     "vllm-empty",
     "vllm-malformed",
     "vllm-wrong-schema",
@@ -39,19 +49,32 @@ CASES = [
 ]
 
 
+ROOMY = {"node_groups": {"system": {"max_size": 8}, "gpu": {"max_size": 16}, "p5": {"max_size": 16}}}
+"""Node groups that hold every endpoint of the cases with its rollout surge (the schedulability check)."""
+
+
 def write_stack(tmp_path: Path, endpoints: dict[str, Any]) -> Path:
     """A stack file with the minimal region and ``endpoints``."""
     stack = tmp_path / "Pulumi.verify.yaml"
-    document = {"config": {f"inference-fleet:{key}": value for key, value in stack_config(endpoints=endpoints).items()}}
+    config = stack_config(region_overrides=ROOMY, endpoints=endpoints)
+    document = {"config": {f"inference-fleet:{key}": value for key, value in config.items()}}
     with stack.open("w") as handle:
         YAML(typ="safe", pure=True).dump(document, handle)
     return stack
 
 
+def endpoint(case: str) -> dict[str, Any]:
+    framework = case.split("-")[0]
+    weights = {"model": "Qwen/Qwen3-0.6B"} if case in RENAMED else WEIGHTS[framework]
+    return {"image": IMAGES[framework], "node_group": "gpu", **weights}
+
+
 def run_verify(tmp_path: Path, *extra: str, cases: list[str] = CASES) -> dict[str, Any]:
-    stack = write_stack(tmp_path, {case: {"image": IMAGES[case.split("-")[0]], "node_group": "gpu"} for case in cases})
+    stack = write_stack(tmp_path, {case: endpoint(case) for case in cases})
     outputs = tmp_path / "outputs.json"
-    records = {case: {"us-east-1": {"address": f"http://127.0.0.1:8080/{case}"}} for case in cases}
+    records: dict[str, Any] = {case: {"us-east-1": {"address": f"http://127.0.0.1:8080/{case}"}} for case in cases}
+    if "vllm-renamed" in cases:  # the record's name, what was deployed, wins over the stack file's
+        records["vllm-renamed"]["us-east-1"]["served_model_name"] = SERVED_MODEL
     outputs.write_text(json.dumps({"endpoints": records}))
     return run_driver("tests.e2e.verify_driver", str(stack), str(outputs), *extra)
 
@@ -67,7 +90,7 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return run_verify(tmp_path_factory.mktemp("verify"))
 
 
-@pytest.mark.parametrize("case", ["vllm-good", "sglang-good", "tgi-good", "triton-good"])
+@pytest.mark.parametrize("case", ["vllm-good", "vllm-renamed", "sglang-good", "tgi-good", "triton-good"])
 def test_a_correct_answer_of_each_framework_passes(result: dict[str, Any], case: str) -> None:
     checks = by_check(result)
     assert checks[(case, "health")]["status"] == "passed"
@@ -77,6 +100,7 @@ def test_a_correct_answer_of_each_framework_passes(result: dict[str, Any], case:
 @pytest.mark.parametrize(
     ("case", "check", "message"),
     [
+        ("vllm-unserved", "request", "POST /v1/completions: HTTP 404"),
         ("vllm-empty", "request", "choices[0].text: expected non-empty text, got ''"),
         ("vllm-malformed", "request", "POST /v1/completions: the answer is not JSON"),
         ("vllm-wrong-schema", "request", "choices[0].text: missing from the answer"),

@@ -32,7 +32,14 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
     "canary-broken": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
     "canary-lagging": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
     "canary-tgi": classic_endpoint({"image": TGI, "canary": {"image": TGI, "weight": 10}}),
-    "canary-triton": classic_endpoint({"image": TRITON, "canary": {"image": TRITON, "weight": 10}}),
+    "canary-triton": classic_endpoint(
+        {
+            "image": TRITON,
+            "model": "identity",
+            "model_source": "s3://models/repository",
+            "canary": {"image": TRITON, "weight": 10},
+        }
+    ),
     "pd-good": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
     "pd-silent": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
     "pd-failed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),

@@ -15,13 +15,15 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 from fleetctl.verify.command import main as verify
+from tests.unit.stack_builders import MODEL
 
 SLOW_SECONDS = 3
+SERVED_MODEL = MODEL
+"""What every vLLM stand-in serves: like vLLM 0.33, it answers a completion naming another model with 404."""
 
 GOOD: dict[tuple[str, str], Any] = {
     ("GET", "/health"): {},
     ("GET", "/v2/health/ready"): {},
-    ("GET", "/v1/models"): {"object": "list", "data": [{"id": "/models/qwen3-8b", "object": "model"}]},
     ("POST", "/v1/completions"): {
         "id": "cmpl-1",
         "choices": [{"index": 0, "text": " Paris.", "finish_reason": "length"}],
@@ -51,6 +53,15 @@ BROKEN: dict[str, dict[tuple[str, str], Any]] = {
 }
 
 
+def unknown_model(body: bytes) -> dict[str, Any] | None:
+    """vLLM's answer to a completion whose model it does not serve; None when it does serve it."""
+    requested = json.loads(body or b"{}").get("model")
+    if requested == SERVED_MODEL:
+        return None
+    message = f"The model `{requested}` does not exist. Valid aliases: {SERVED_MODEL}."
+    return {"error": {"message": message, "type": "NotFoundError", "param": "model", "code": 404}}
+
+
 def reply(handler: BaseHTTPRequestHandler, status: int, body: bytes, kind: str = "application/json") -> None:
     handler.send_response(status)
     handler.send_header("Content-Type", kind)
@@ -67,8 +78,10 @@ class Handler(BaseHTTPRequestHandler):
         case, _, rest = self.path.lstrip("/").partition("/")
         path = "/" + rest
         length = int(self.headers.get("Content-Length") or 0)
-        if length:
-            self.rfile.read(length)
+        request = self.rfile.read(length) if length else b""
+        if (method, path) == ("POST", "/v1/completions") and (error := unknown_model(request)) is not None:
+            reply(self, 404, json.dumps(error).encode())
+            return
         status, body, delay = BROKEN.get(case, {}).get((method, path), (200, GOOD.get((method, path)), 0))
         if body is None:
             status, body = 404, {"detail": "Not Found"}

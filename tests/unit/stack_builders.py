@@ -21,6 +21,7 @@ from components.spec import parse_stack_config
 
 REGION: Final = "us-east-1"
 IMAGE: Final = "vllm/vllm-openai:v0.33.0"
+MODEL: Final = "Qwen/Qwen3-8B"
 P5_GPUS: Final = 8
 GPU_GROUP_GPUS: Final = 4
 
@@ -69,13 +70,15 @@ def region(overrides: Mapping[str, Any] | None = None, *, name: str = REGION) ->
 
 
 def classic_endpoint(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A classic vLLM endpoint on the ``gpu`` group, one replica of one GPU."""
-    return merged({"image": IMAGE, "node_group": "gpu"}, overrides)
+    """A classic vLLM endpoint serving :data:`MODEL` on the ``gpu`` group, one replica of one GPU."""
+    return merged({"image": IMAGE, "model": MODEL, "node_group": "gpu"}, overrides)
 
 
 def mooncake_endpoint(overrides: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """A 1P1D Mooncake endpoint over rdma (so it defaults to the ``p5`` group)."""
-    return merged({"mooncake": {"mode": "disaggregated", "topology": {"prefill": 1, "decode": 1}}}, overrides)
+    """A 1P1D Mooncake endpoint serving :data:`MODEL` over rdma (so it defaults to the ``p5`` group)."""
+    return merged(
+        {"model": MODEL, "mooncake": {"mode": "disaggregated", "topology": {"prefill": 1, "decode": 1}}}, overrides
+    )
 
 
 def stack_config(

@@ -18,7 +18,7 @@ from components.render.kube import quantity
 from components.render.placement import PlacedEndpoint
 from components.render.route import weights
 from components.spec.engine import EngineCapabilities
-from tests.unit.stack_builders import classic_endpoint, placed_endpoint, region, stack_config
+from tests.unit.stack_builders import DELETE, classic_endpoint, placed_endpoint, region, stack_config
 
 ACTION = "alb.ingress.kubernetes.io/actions.chat"
 
@@ -61,6 +61,8 @@ def test_vllm_serves_the_synced_weights_and_translates_the_engine_record() -> No
     )
     assert server(objects)["args"] == [
         "/models/llama-8b",
+        "--served-model-name",
+        "Qwen/Qwen3-8B",
         "--port",
         "8000",
         "--tensor-parallel-size",
@@ -74,6 +76,54 @@ def test_vllm_serves_the_synced_weights_and_translates_the_engine_record() -> No
         "bfloat16",
     ]
     assert "command" not in server(objects)  # the image's `vllm serve`
+
+
+VLLM = "vllm/vllm-openai:v0.33.0"
+SGLANG = "lmsysorg/sglang:v0.5.6"
+TGI = "ghcr.io/huggingface/text-generation-inference:3.3.6"
+TRITON = "nvcr.io/nvidia/tritonserver:25.10-py3"
+
+
+@pytest.mark.parametrize(
+    ("image", "model_args"),
+    [
+        (VLLM, ["Qwen/Qwen3-8B", "--served-model-name", "Qwen/Qwen3-8B"]),
+        (SGLANG, ["--model-path", "Qwen/Qwen3-8B", "--served-model-name", "Qwen/Qwen3-8B"]),
+        (TGI, ["--model-id", "Qwen/Qwen3-8B"]),  # TGI has no served-name flag
+    ],
+    ids=["vllm", "sglang", "tgi"],
+)
+def test_each_framework_downloads_the_hub_model_and_serves_it_under_that_name(
+    image: str, model_args: list[str]
+) -> None:
+    args = server(rendered({"image": image, "model": "Qwen/Qwen3-8B"}))["args"]
+    assert args[: len(model_args)] == model_args
+    assert args.count("Qwen/Qwen3-8B") == model_args.count("Qwen/Qwen3-8B")  # nowhere else
+
+
+@pytest.mark.parametrize(
+    ("image", "model_args"),
+    [
+        (VLLM, ["/models/llama-8b", "--served-model-name", "llama-chat"]),
+        (SGLANG, ["--model-path", "/models/llama-8b", "--served-model-name", "llama-chat"]),
+        (TGI, ["--model-id", "/models/llama-8b"]),
+        (TRITON, ["--model-repository=/models/llama-8b"]),  # the repository's directories name its models
+    ],
+    ids=["vllm", "sglang", "tgi", "triton"],
+)
+def test_each_framework_loads_local_weights_and_serves_them_under_the_model_name(
+    image: str, model_args: list[str]
+) -> None:
+    args = server(rendered({"image": image, "model": "llama-chat", "model_source": "s3://models/llama-8b"}))["args"]
+    assert args[: len(model_args)] == model_args
+    assert ("llama-chat" in args) == ("--served-model-name" in model_args)
+
+
+@pytest.mark.parametrize("image", [VLLM, SGLANG, TGI, TRITON], ids=["vllm", "sglang", "tgi", "triton"])
+def test_without_model_the_server_answers_to_the_path_it_loaded(image: str) -> None:
+    endpoint = placed({"image": image, "model": DELETE, "model_path": "/weights/llama"})
+    assert "--served-model-name" not in endpoint.spec.server_launch().args
+    assert endpoint.spec.served_model_name == (None if image == TRITON else "/weights/llama")
 
 
 @pytest.mark.parametrize(
@@ -279,7 +329,9 @@ EDITS = st.fixed_dictionaries(
         "image": st.sampled_from(["vllm/vllm-openai:v0.33.0", "vllm/vllm-openai:v0.34.0", "my.registry/vllm:1"]),
         "replicas": st.integers(0, 2),
         "env": st.dictionaries(st.sampled_from(["A", "B", "LOG_LEVEL"]), st.text("abc", max_size=3), max_size=2),
-        "args": st.lists(st.sampled_from(["--dtype", "auto", "--seed", "7"]), max_size=3),
+        "args": st.lists(st.sampled_from([("--dtype", "auto"), ("--seed", "7"), ("--enforce-eager",)]), max_size=3).map(
+            lambda flags: [arg for flag in flags for arg in flag]  # a value after its flag, never first
+        ),
         "desired_state": st.sampled_from(["running", "stopped"]),
     },
 )

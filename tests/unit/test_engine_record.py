@@ -27,7 +27,7 @@ SECTION_6_KEYS = frozenset(
         "prefix_caching_coordinator_policy",
     }
 )
-RECORD_KEYS = frozenset({"endpoint", "region", "address", "capabilities"})
+RECORD_KEYS = frozenset({"endpoint", "region", "address", "served_model_name", "capabilities"})
 
 fast = settings(max_examples=200, deadline=None)
 positive = st.none() | st.integers(min_value=1, max_value=2**63)
@@ -50,6 +50,7 @@ records = st.builds(
     endpoint=st.text(max_size=20),
     region=st.text(max_size=20),
     address=st.text(max_size=40),
+    served_model_name=st.none() | st.text(max_size=40),
     capabilities=capabilities,
 )
 
@@ -136,6 +137,11 @@ def test_rejects_invalid_capabilities(data: dict[str, Any], field: str) -> None:
     with pytest.raises(ValidationError) as caught:
         EngineCapabilities.from_dict(data)
     assert [error["loc"] for error in caught.value.errors()] == [(field,)]
+
+
+def test_a_record_exported_before_the_served_model_name_reads_as_none() -> None:
+    old = {"endpoint": "chat", "region": "us-east-1", "address": "http://chat", "capabilities": {}}
+    assert EndpointRecord.from_dict(old).served_model_name is None
 
 
 def test_record_rejects_framework_specific_fields() -> None:

@@ -21,7 +21,7 @@ from components.catalog import pins
 from components.render.classic import classic_objects, namespace, workload_service_account
 from components.render.mooncake import cold_tier_target, mooncake_objects
 from components.workloads.kube import KINDS
-from tests.unit.stack_builders import classic_endpoint, placed_endpoint, region, stack_config
+from tests.unit.stack_builders import DELETE, MODEL, classic_endpoint, placed_endpoint, region, stack_config
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
 CLUSTER_VERSION = f"{pins().kubernetes.default_version}.0"
@@ -45,6 +45,7 @@ ENGINE = {
 CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
     "vllm": (
         {
+            "model": "meta-llama/Llama-3.1-8B-Instruct",
             "model_source": "s3://models-bucket/llama-3.1-8b",
             "gpu_count": 2,
             "engine": ENGINE,
@@ -59,6 +60,7 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
     "tgi": (
         {
             "image": "ghcr.io/huggingface/text-generation-inference:3.3.6",
+            "model": "mistralai/Mistral-7B-Instruct-v0.3",
             "model_source": "s3://models-bucket/mistral-7b",
             "engine": ENGINE,
             "secret_env": {"HF_TOKEN": {"secret": "hf-token", "key": "token"}},
@@ -66,7 +68,11 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
         None,
     ),
     "triton": (
-        {"image": "nvcr.io/nvidia/tritonserver:25.10-py3", "model_source": "s3://models-bucket/repository"},
+        {
+            "image": "nvcr.io/nvidia/tritonserver:25.10-py3",
+            "model": DELETE,
+            "model_source": "s3://models-bucket/repository",
+        },
         None,
     ),
     "canary": (
@@ -101,11 +107,11 @@ BUCKET = "inference-fleet-test-kv-123456789012-us-east-1"
 
 
 def on_p5(mooncake: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return {"node_group": "p5", "gpu_count": 8, "mooncake": mooncake, **fields}
+    return {"model": "Qwen/Qwen3-32B", "node_group": "p5", "gpu_count": 8, "mooncake": mooncake, **fields}
 
 
 def on_gpu(mooncake: dict[str, Any], **fields: Any) -> dict[str, Any]:
-    return {"node_group": "gpu", "gpu_count": 2, "mooncake": {**TCP, **mooncake}, **fields}
+    return {"model": MODEL, "node_group": "gpu", "gpu_count": 2, "mooncake": {**TCP, **mooncake}, **fields}
 
 
 MOONCAKE_CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
@@ -253,3 +259,22 @@ def test_a_route_to_servers_health_checks_their_readiness_path_for_200(family: s
         assert len(pods) == 1, backend
         (probe,) = [c["readinessProbe"] for c in pods[0]["spec"]["containers"] if "readinessProbe" in c]
         assert annotations["alb.ingress.kubernetes.io/healthcheck-path"] == probe["httpGet"]["path"]
+
+
+SERVER_CONTAINERS = ("Deployment", "StatefulSet")
+
+
+@pytest.mark.parametrize("case", list(MOONCAKE_CASES))
+def test_every_mooncake_role_loads_the_same_model_under_the_same_served_name(case: str) -> None:
+    """The proxy forwards the client's model to prefill and decode alike: every vLLM role must answer to it."""
+    model = MOONCAKE_CASES[case][0]["model"]
+    servers = [
+        container
+        for document in rendered("mooncake", case)
+        if document["kind"] in SERVER_CONTAINERS
+        for container in document["spec"]["template"]["spec"]["containers"]
+        if container["name"] == "server"
+    ]
+    assert servers
+    for server in servers:
+        assert server["args"][:3] == [model, "--served-model-name", model]

@@ -480,6 +480,64 @@ ENDPOINT_REJECTS = [
         "must start with '/'",
     ),
     case(
+        "classic_endpoint_that_names_no_model",
+        with_classic({"model": DELETE}),
+        "endpoints.chat.model",
+        "is required: say what the endpoint serves with model (a Hugging Face Hub id such as Qwen/Qwen3-8B, which "
+        "the server downloads), model_source (an s3:// URI of the weights, synced into the pod) or model_path",
+    ),
+    case(
+        "mooncake_endpoint_that_names_no_model",
+        with_mooncake({"model": DELETE}),
+        "endpoints.chat.model",
+        "is required: say what the endpoint serves with model",
+    ),
+    case(
+        "downloaded_model_that_is_not_an_org_slash_name_hub_id",
+        with_classic({"model": "llama-3-8b"}),
+        "endpoints.chat.model",
+        "the server downloads the model from the Hugging Face Hub, so it must be a Hub id org/name such as "
+        "Qwen/Qwen3-8B, got 'llama-3-8b'; to serve local weights under this name, set model_source or model_path",
+    ),
+    case(
+        "served_name_that_would_read_as_a_flag",
+        with_classic({"model": "--chat", "model_source": "s3://models/llama"}),
+        "endpoints.chat.model",
+        "must be a model name such as Qwen/Qwen3-8B (at most 256 letters, digits and '_.:/@+-', starting with a "
+        "letter, digit or '_'), got '--chat'",
+    ),
+    case(
+        "hub_model_for_triton_which_serves_a_repository",
+        with_classic({"image": "nvcr.io/nvidia/tritonserver:25.10-py3"}),
+        "endpoints.chat.model",
+        "triton serves a model repository and downloads nothing from the Hub: set model_source",
+    ),
+    case(
+        "arg_that_repeats_the_served_model_name",
+        with_classic({"args": ["--enforce-eager", "--served-model-name", "chat"]}),
+        "endpoints.chat.args[1]",
+        "'--served-model-name' is rendered from model; set model instead of passing it in args",
+    ),
+    case(
+        "arg_that_repeats_the_served_model_name_of_sglang",
+        with_classic({"image": "lmsysorg/sglang:v0.5.6", "args": ["--served-model-name=chat"]}),
+        "endpoints.chat.args[0]",
+        "'--served-model-name' is rendered from model; set model instead of passing it in args",
+    ),
+    case(
+        "arg_that_is_a_second_positional_vllm_model",
+        with_classic({"args": ["Qwen/Qwen3-0.6B", "--dtype", "bfloat16"]}),
+        "endpoints.chat.args[0]",
+        "'Qwen/Qwen3-0.6B' would be a second positional model; the model is rendered from model: set model "
+        "instead of passing it in args",
+    ),
+    case(
+        "arg_that_names_the_hub_model_of_a_mooncake_role",
+        with_mooncake({"args": ["--model", "Qwen/Qwen3-0.6B"]}),
+        "endpoints.chat.args[0]",
+        "'--model' is rendered from model; set model instead",
+    ),
+    case(
         "model_source_that_is_not_s3",
         with_classic({"model_source": "https://example.com/model"}),
         "endpoints.chat.model_source",
@@ -1180,8 +1238,64 @@ def test_classic_replicas_default_to_one() -> None:
     ],
 )
 def test_framework_is_recognised_from_the_image(image: str, framework: str, health_check_path: str) -> None:
-    endpoint = chat(with_classic({"image": image}))
+    endpoint = chat(with_classic({"image": image, "model_source": "s3://models/qwen3-8b"}))  # Triton: a repository
     assert (endpoint.framework, endpoint.health_check_path) == (framework, health_check_path)
+
+
+@pytest.mark.parametrize(
+    "model", ["Qwen/Qwen3-8B", "meta-llama/Llama-3.1-70B-Instruct", "org_1/name.v2", "a/" + "b" * 96]
+)
+def test_accepts_hub_ids_as_models_the_server_downloads(model: str) -> None:
+    assert chat(with_classic({"model": model})).served_model_name == model
+
+
+@pytest.mark.parametrize(
+    "model",
+    [
+        "Qwen3-8B",
+        "a/b/c",
+        "org/-name",
+        "org/name-",
+        "org/.name",
+        "org/na--me",
+        "org/na..me",
+        "org/name.git",
+        "a/" + "b" * 97,
+    ],
+    ids=[
+        "no_namespace",
+        "two_slashes",
+        "leading_dash",
+        "trailing_dash",
+        "leading_dot",
+        "double_dash",
+        "double_dot",
+        "git_suffix",
+        "name_over_96",
+    ],
+)
+def test_refuses_what_the_hub_would_not_take_as_a_repository_id(model: str) -> None:
+    problem = only_problem(with_classic({"model": model}))
+    assert (problem.path, "must be a Hub id org/name" in problem.message) == ("endpoints.chat.model", True)
+
+
+def test_with_local_weights_the_model_is_only_the_served_name() -> None:
+    endpoint = chat(with_classic({"model": "chat-large", "model_source": "s3://models/llama"}))
+    assert (endpoint.model_path, endpoint.served_model_name) == ("/models/llama", "chat-large")
+
+
+@pytest.mark.parametrize(
+    "weights", [{"model_source": "s3://models/llama"}, {"model_path": "/opt/weights/llama"}], ids=["source", "path"]
+)
+def test_local_weights_alone_are_served_under_their_path(weights: dict[str, str]) -> None:
+    endpoint = chat(with_classic({"model": DELETE, **weights}))
+    assert endpoint.served_model_name == endpoint.model_path
+
+
+def test_a_triton_repository_is_served_under_the_model_named_or_none() -> None:
+    triton = {"image": "nvcr.io/nvidia/tritonserver:25.10-py3", "model_source": "s3://models/repository"}
+    assert chat(with_classic({**triton, "model": DELETE})).served_model_name is None
+    assert chat(with_classic({**triton, "model": "identity"})).served_model_name == "identity"
 
 
 def test_explicit_framework_and_health_path_win_over_the_image() -> None:
