@@ -4,6 +4,7 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+RUNTIME_STAMP := $(VENV)/.runtime
 STAMP := $(VENV)/.installed
 STACK ?= dev
 # The CrossGuard pack's own virtualenv (its SDK needs protobuf 5, the program's SDKs protobuf 6).
@@ -19,10 +20,15 @@ IAM_SIMULATE_STAMP := $(IAM_SIMULATE)/node_modules/.installed
 
 .PHONY: install plan validate test system-deps lint typecheck generate check clean bench
 
-$(STAMP): requirements.txt requirements-dev.txt constraints.txt pyproject.toml
+# What the program and fleetctl need (`make plan`), then the test tooling on top (`make test`).
+$(RUNTIME_STAMP): requirements.txt constraints.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+	touch $(RUNTIME_STAMP)
+
+$(STAMP): $(RUNTIME_STAMP) requirements-dev.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
 	touch $(STAMP)
 
 $(POLICY_STAMP): policy/requirements.txt policy/constraints.txt
@@ -41,7 +47,7 @@ $(IAM_SIMULATE_STAMP): $(IAM_SIMULATE)/package.json $(IAM_SIMULATE)/package-lock
 	cd $(IAM_SIMULATE) && npm ci --ignore-scripts --no-audit --no-fund --loglevel=error
 	touch $(IAM_SIMULATE_STAMP)
 
-validate: $(STAMP)
+validate: $(RUNTIME_STAMP)
 	$(BIN)/fleetctl validate --stack $(STACK)
 
 plan: validate
