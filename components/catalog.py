@@ -83,8 +83,6 @@ class VllmPins(_Data):
     release: str
     image: str
     efa_image: str
-    proxy_script: str
-    router_image: str
 
 
 class MooncakePins(_Data):

@@ -12,7 +12,6 @@ from components.render.kv_transfer import ColdTierTarget
 from components.render.mooncake_roles import (
     cold_tier_staging,
     mooncake_of,
-    prefill_autoscaled,
     prefill_headless_service,
     prefill_stateful_set,
     role_deployment,
@@ -21,13 +20,7 @@ from components.render.mooncake_roles import (
 from components.render.mooncake_store import config_map, master_service, master_stateful_set
 from components.render.network_policy import network_policies
 from components.render.placement import PlacedEndpoint
-from components.render.proxy import (
-    PROXY_HEALTH_CODES,
-    PROXY_HEALTH_PATH,
-    proxy_deployment,
-    proxy_service,
-    router_access,
-)
+from components.render.proxy import PROXY_HEALTH_PATH, program_config_map, proxy_deployment, proxy_service
 from components.render.route import route
 from components.spec.autoscaling import RoleAutoscaling
 
@@ -87,16 +80,11 @@ def mooncake_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None) -> d
                     metrics=role_scaling.metrics,
                     target_kind=kind,
                 )
-        if prefill_autoscaled(endpoint):
-            objects.update(router_access(endpoint))
+        objects["proxy-program"] = program_config_map(endpoint)
         objects["proxy"] = proxy_deployment(endpoint)
         objects["proxy-service"] = proxy_service(endpoint)
+        objects["proxy-disruption-budget"] = pod_disruption_budget(endpoint, "proxy")
         proxy = naming.object_name(endpoint.name, "proxy")
-        if prefill_autoscaled(endpoint):
-            objects["route"] = route(endpoint, backend=proxy, health_path="/health")
-        else:
-            objects["route"] = route(
-                endpoint, backend=proxy, health_path=PROXY_HEALTH_PATH, success_codes=PROXY_HEALTH_CODES
-            )
+        objects["route"] = route(endpoint, backend=proxy, health_path=PROXY_HEALTH_PATH)
     objects.update(network_policies(endpoint))
     return objects

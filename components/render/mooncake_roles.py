@@ -39,8 +39,6 @@ HUGEPAGES_2MI = f"{EFA_NODE_HUGEPAGES_2MI_BYTES // 2**20}Mi"
 COLD_TIER_STAGING_PER_GPU = 4 * 2**30
 """Host memory per GPU of the OffloadingConnector's CPU tier, through which the cold tier writes."""
 CONFIG_VOLUME = "mooncake-config"
-ROUTER_BOOTSTRAP_ANNOTATION = "vllm.ai/bootstrap-port"
-"""Where vllm-router's Kubernetes discovery reads a prefill pod's bootstrap port."""
 
 
 def mooncake_of(endpoint: PlacedEndpoint) -> Mooncake:
@@ -51,11 +49,6 @@ def mooncake_of(endpoint: PlacedEndpoint) -> Mooncake:
 
 def rdma(endpoint: PlacedEndpoint) -> bool:
     return mooncake_of(endpoint).transfer.protocol == "rdma"
-
-
-def prefill_autoscaled(endpoint: PlacedEndpoint) -> bool:
-    scaling = mooncake_of(endpoint).autoscaling
-    return scaling.enabled and scaling.prefill is not None
 
 
 def cold_tier_staging(endpoint: PlacedEndpoint) -> int:
@@ -152,8 +145,6 @@ def role_template(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTierTa
         if offloads_to_disk(endpoint):
             pod["containers"].append(store_client_container(endpoint))
             pod["volumes"].append(ssd_volume(endpoint))
-    if role == "prefill" and prefill_autoscaled(endpoint):
-        annotations[ROUTER_BOOTSTRAP_ANNOTATION] = str(mooncake.transfer.bootstrap_base_port)
     if annotations:
         template["metadata"]["annotations"] = annotations
     return template
@@ -201,7 +192,8 @@ def prefill_headless_service(endpoint: PlacedEndpoint) -> dict[str, Any]:
         "metadata": metadata(name, endpoint.namespace, endpoint.labels("prefill")),
         "spec": {
             "clusterIP": "None",
-            # Names exist while a pod loads: the proxy waits on each prefiller's /health itself.
+            # The proxy finds every prefill pod by this name, ready or not, and checks each one's
+            # /health itself: a pod that starts serving is taken at once.
             "publishNotReadyAddresses": True,
             "selector": naming.selector_labels(endpoint.name, "prefill"),
             "ports": [

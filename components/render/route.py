@@ -57,14 +57,9 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def route(
-    endpoint: PlacedEndpoint,
-    backend: str | None = None,
-    health_path: str | None = None,
-    success_codes: str | None = None,
-) -> dict[str, Any]:
+def route(endpoint: PlacedEndpoint, backend: str | None = None, health_path: str | None = None) -> dict[str, Any]:
     """The route to ``backend`` (the endpoint's own Service unless named), health-checked on
-    ``health_path`` (the server's) answering ``success_codes`` (200 unless named)."""
+    ``health_path`` (the server's unless named) for 200."""
     ingress = endpoint.ingress
     # The action is named after the primary Service: the controller looks the action up by
     # the backend's name, and Pulumi's Ingress await finds that Service's endpoints.
@@ -75,7 +70,7 @@ def route(
     annotations = {
         f"{ALB}/target-type": "ip",
         f"{ALB}/healthcheck-path": health_path or endpoint.spec.health_check_path,
-        f"{ALB}/success-codes": success_codes or "200",
+        f"{ALB}/success-codes": "200",
         f"{ALB}/load-balancer-attributes": f"idle_timeout.timeout_seconds={IDLE_TIMEOUT_SECONDS}",
         f"{ALB}/actions.{action}": _compact(forward_action(endpoint, action)),
         f"{ALB}/transforms.{action}": _compact(strip_prefix(endpoint)),

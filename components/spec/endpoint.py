@@ -382,19 +382,9 @@ class Endpoint(SpecModel):
         pinned = pins().vllm
         image = self.image or (pinned.efa_image if mooncake.transfer.protocol == "rdma" else pinned.image)
         if mooncake.split:
+            # The proxy program runs on the python3 and aiohttp of the endpoint's vLLM image.
             proxy = mooncake.proxy or Proxy()
-            # Autoscaled prefill needs a proxy that discovers prefill pods: vllm-router.
-            discovery = mooncake.autoscaling.enabled and mooncake.autoscaling.prefill is not None
-            if discovery and proxy.admin_api_key_secret is not None:
-                raise fail(
-                    "admin_key_with_router",
-                    "works with the vLLM image's proxy (a fixed prefill count); autoscaled prefill uses "
-                    "vllm-router, which does not send the key to the servers: remove the secret or "
-                    "mooncake.autoscaling.prefill",
-                    at="mooncake.proxy.admin_api_key_secret",
-                )
-            default = pinned.router_image if discovery else image
-            mooncake = mooncake.model_copy(update={"proxy": proxy.model_copy(update={"image": proxy.image or default})})
+            mooncake = mooncake.model_copy(update={"proxy": proxy.model_copy(update={"image": proxy.image or image})})
         return self.model_copy(
             update={
                 "image": image,

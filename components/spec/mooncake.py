@@ -69,8 +69,8 @@ class Store(SpecModel):
 class Proxy(SpecModel):
     image: NonEmptyStr | None = Field(
         None,
-        description="Proxy image; defaults to the endpoint image (its bundled proxy), or the pinned vllm-router "
-        "image when prefill is autoscaled.",
+        description="Image the proxy program runs in (it needs python3 and aiohttp, as vLLM images have); "
+        "defaults to the endpoint image.",
     )
     scheduling: Literal["round_robin"] = Field("round_robin", description="How the proxy picks instances.")
     admin_api_key_secret: ObjectName | None = Field(

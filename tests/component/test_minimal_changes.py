@@ -157,23 +157,20 @@ def test_removing_an_endpoint_deletes_all_of_its_objects_and_nothing_else(
     assert len(entries) == 2 * 9  # per region: the component and its eight objects
 
 
-def test_a_topology_edit_changes_only_the_role_counts_and_the_proxys_peer_list(
+def test_a_topology_edit_changes_only_the_role_counts(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
+    """The proxy finds prefill pods by the headless Service's name, so it does not roll."""
     entries = planned_edit(
         base_plans, tmp_path, capsys, "dev", "topology", "set", "chat-pd", "--prefill", "2", "--decode", "3"
     )
     assert summary(entries) == [
         ("update", DEPLOYMENT, "us-west-2-chat-pd-decode", "in place"),
-        ("update", DEPLOYMENT, "us-west-2-chat-pd-proxy", "rolling restart"),
         ("update", "kubernetes:apps/v1:StatefulSet", "us-west-2-chat-pd-prefill", "in place"),
     ]
     by_name = {entry["name"]: entry for entry in entries}
     assert paths(by_name["us-west-2-chat-pd-prefill"]) == {"spec.replicas"}
     assert paths(by_name["us-west-2-chat-pd-decode"]) == {"spec.replicas"}
-    proxy_args = by_name["us-west-2-chat-pd-proxy"]["changes"]
-    assert {change["path"].split("[")[0] for change in proxy_args} == {"spec.template.spec.containers"}
-    assert "http://chat-pd-prefill-1.chat-pd-prefill.inference.svc:8000" in json.dumps(proxy_args)
 
 
 def test_a_store_edit_changes_the_config_and_rolls_exactly_the_pods_that_read_it(

@@ -63,8 +63,10 @@ def test_a_mooncake_endpoint_registers_roles_proxy_store_and_policies_in_each_re
             ("kubernetes:apps/v1:Deployment", "us-east-1-chat-decode"),
             ("kubernetes:core/v1:Service", "us-east-1-chat-decode"),
             ("kubernetes:policy/v1:PodDisruptionBudget", "us-east-1-chat-decode"),
+            ("kubernetes:core/v1:ConfigMap", "us-east-1-chat-proxy"),
             ("kubernetes:apps/v1:Deployment", "us-east-1-chat-proxy"),
             ("kubernetes:core/v1:Service", "us-east-1-chat-proxy"),
+            ("kubernetes:policy/v1:PodDisruptionBudget", "us-east-1-chat-proxy"),
             ("kubernetes:networking.k8s.io/v1:Ingress", "us-east-1-chat"),
             ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "us-east-1-chat-proxy"),
             ("kubernetes:networking.k8s.io/v1:NetworkPolicy", "us-east-1-chat-roles"),
@@ -163,6 +165,7 @@ def test_the_example_stacks_run_every_mooncake_mode() -> None:
         manifest["inputs"]["metadata"]["name"]
         for stack in ("dev", "prod")
         for manifest in by_type(example_plan(stack), "kubernetes:core/v1:ConfigMap")
+        if manifest["inputs"]["metadata"]["labels"]["app.kubernetes.io/component"] == "store"
     }
     assert store_configs == {"chat-mooncake", "kv-cache-mooncake"}  # both (prod) and store (dev) carry a store
     assert named(example_plan("dev"), "kubernetes:apps/v1:StatefulSet", "us-west-2-chat-pd-prefill")  # disaggregated

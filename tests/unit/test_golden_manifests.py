@@ -227,20 +227,11 @@ def test_every_namespace_asks_the_load_balancer_controller_for_readiness_gates(f
     assert namespace_document["metadata"]["labels"]["elbv2.k8s.aws/pod-readiness-gate-inject"] == "enabled"
 
 
-SERVER_ROUTES = [
-    (family, case)
-    for family, case in GOLDEN_CASES
-    if family == "classic" or MOONCAKE_CASES[case][0]["mooncake"]["mode"] == "store"
-]
-"""Cases whose route leads to the servers themselves. A split Mooncake endpoint's route leads to its
-proxy, which the bundled script serves without a health path: the ALB checks GET /v1/completions
-for 405 (components/render/proxy.py), which shows only that something answers on the port."""
-
-
-@pytest.mark.parametrize(("family", "case"), SERVER_ROUTES)
-def test_a_route_to_servers_health_checks_their_readiness_path_for_200(family: str, case: str) -> None:
-    """The ALB checks what the kubelet's readiness probe checks, the framework's health path, and
-    wants 200, which vLLM, SGLang and TGI (/health) and Triton (/v2/health/ready) answer when they serve."""
+@pytest.mark.parametrize(("family", "case"), GOLDEN_CASES)
+def test_a_route_health_checks_its_backends_readiness_path_for_200(family: str, case: str) -> None:
+    """The ALB checks what the kubelet's readiness probe checks, and wants 200: on servers the framework's
+    health path, which vLLM, SGLang and TGI (/health) and Triton (/v2/health/ready) answer when they serve;
+    on a split Mooncake endpoint's proxy its /health, 200 while it reaches a prefill engine and decode."""
     documents = rendered(family, case)
     (ingress,) = [document for document in documents if document["kind"] == "Ingress"]
     annotations = ingress["metadata"]["annotations"]

@@ -401,14 +401,14 @@ def test_a_node_selector_no_node_has_is_refused_naming_the_label() -> None:
 
 
 def test_mooncake_proxies_and_masters_need_room_on_the_system_group() -> None:
-    """They tolerate no accelerator taint: a one-node system group holds the platform's pods and
-    one endpoint's proxy and master, not two endpoints'."""
+    """They tolerate no accelerator taint: a two-node system group holds the platform's pods and
+    one endpoint's two proxies (three while they roll) and master, not two endpoints'."""
     endpoints = {f"pd{i}": mooncake_endpoint({"mooncake": {"mode": "both"}}) for i in range(2)}
-    groups = {"system": {"max_size": 1, "min_size": 1, "desired_size": 1}, "p5": {"max_size": 6}}
+    groups = {"system": {"max_size": 2, "min_size": 1, "desired_size": 1}, "p5": {"max_size": 6}}
     problems = schedule(stack_config(region_overrides={"node_groups": groups}, endpoints=endpoints))
     assert [problem.path for problem in problems] == [f"regions.{REGION}.node_groups.system"], problems
     message = problems[0].message
-    assert "(max_size 1 x m7i.xlarge; they need 2 nodes)" in message
+    assert "(max_size 2 x m7i.xlarge; they need 3 nodes)" in message
     for part in ("Deployment kube-system/coredns", "StatefulSet inference/pd1-store", "Deployment inference/pd0-proxy"):
         assert part in message
     one = {"pd0": endpoints["pd0"]}

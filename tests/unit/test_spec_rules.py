@@ -833,17 +833,6 @@ MOONCAKE_REJECTS = [
         "must be greater than 0",
     ),
     case(
-        "admin_key_with_autoscaled_prefill",
-        mooncake_block(
-            {
-                "proxy": {"admin_api_key_secret": "chat-admin"},
-                "autoscaling": {"enabled": True, "prefill": {"max_replicas": 2}},
-            }
-        ),
-        "endpoints.chat.mooncake.proxy.admin_api_key_secret",
-        "autoscaled prefill uses vllm-router, which does not send the key",
-    ),
-    case(
         "env_that_mooncake_roles_set",
         with_mooncake({"env": {"PYTHONHASHSEED": "42"}}),
         "endpoints.chat.env.PYTHONHASHSEED",
@@ -1354,6 +1343,16 @@ def test_proxy_image_defaults_to_the_endpoint_image_in_split_modes(mode: str) ->
         "vllm/vllm-openai:v0.34.0-efa",
         "round_robin",
     )
+
+
+def test_autoscaled_prefill_keeps_the_proxy_image_and_admin_key() -> None:
+    """The proxy program finds autoscaled prefill pods itself: same image, and it sends the key."""
+    autoscaling = {"enabled": True, "prefill": {"max_replicas": 2}}
+    endpoint = chat(mooncake_block({"proxy": {"admin_api_key_secret": "chat-admin"}, "autoscaling": autoscaling}))
+    assert endpoint.mooncake is not None
+    proxy = endpoint.mooncake.proxy
+    assert proxy is not None
+    assert (proxy.image, proxy.admin_api_key_secret) == (endpoint.image, "chat-admin")
 
 
 def test_explicit_proxy_image_wins_and_keeps_the_other_proxy_fields() -> None:

@@ -1,0 +1,136 @@
+"""The proxy of split Mooncake endpoints: our program (components/render/proxy_program.py) and
+how it is rendered. The program itself runs against restarting stand-ins in
+tests/e2e/test_mooncake_proxy.py."""
+
+from __future__ import annotations
+
+import ast
+import hashlib
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components.render import proxy, proxy_program
+from components.render.mooncake import mooncake_objects
+from components.render.placement import PlacedEndpoint
+from components.render.pods import NON_ROOT_ID
+from components.render.proxy_program import Engine, engines_of, parse_arguments, url_host
+from tests.unit.stack_builders import mooncake_endpoint, placed_endpoint, stack_config
+
+ENGINE = "5f2b7c1e-9a53-4c1b-8d1f-2a0e6b3c4d5e"
+
+
+def split(**mooncake: Any) -> PlacedEndpoint:
+    spec = mooncake_endpoint({"node_group": "gpu", "mooncake": {"transfer": {"protocol": "tcp"}, **mooncake}})
+    return placed_endpoint(stack_config(endpoints={"chat": spec}))
+
+
+def proxy_pod(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    template: dict[str, Any] = mooncake_objects(endpoint, None)["proxy"]["spec"]["template"]
+    return template
+
+
+def test_engines_are_read_from_the_bootstrap_servers_query_answer() -> None:
+    """vLLM 0.33.0 MooncakeBootstrapServer.query: dict[dp_rank, EngineEntry(engine_id, worker_addr)] as JSON."""
+    answer = {
+        "1": {"engine_id": "second", "worker_addr": {"0": {"0": "tcp://10.0.3.7:51234"}}},
+        "0": {"engine_id": ENGINE, "worker_addr": {"0": {"0": "tcp://10.0.3.7:50001"}, "1": {"0": "tcp://x:1"}}},
+    }
+    assert engines_of("10.0.3.7", answer) == [Engine("10.0.3.7", 0, ENGINE), Engine("10.0.3.7", 1, "second")]
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [{}, [], None, "x", {"0": {"worker_addr": {}}}, {"0": {"engine_id": ""}}, {"rank": {"engine_id": ENGINE}}],
+)
+def test_an_answer_naming_no_engine_leaves_the_pod_out(answer: Any) -> None:
+    """A bootstrap server whose workers have not registered answers {}: no engine to send decode to."""
+    assert engines_of("10.0.3.7", answer) == []
+
+
+def test_ipv6_pod_addresses_are_bracketed_in_urls() -> None:
+    assert url_host("fd00:ec2::12") == "[fd00:ec2::12]"
+    assert url_host("10.0.3.7") == "10.0.3.7"
+
+
+def test_the_program_needs_only_the_standard_library_and_aiohttp() -> None:
+    """What the vLLM image carries (its requirements/common.txt has aiohttp); no module of ours."""
+    tree = ast.parse(proxy.program_text())
+    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
+    tops = {name.split(".")[0] for name in imported}
+    assert tops - set(sys.stdlib_module_names) - {"__future__"} == {"aiohttp"}
+
+
+def test_the_config_map_carries_the_program_and_the_pods_its_checksum() -> None:
+    endpoint = split()
+    objects = mooncake_objects(endpoint, None)
+    text = Path(proxy_program.__file__).read_text()
+    assert objects["proxy-program"]["data"] == {proxy.PROGRAM_FILE: text}
+    annotations = objects["proxy"]["spec"]["template"]["metadata"]["annotations"]
+    assert annotations == {proxy.PROGRAM_CHECKSUM_ANNOTATION: hashlib.sha256(text.encode()).hexdigest()}
+    (volume,) = [v for v in objects["proxy"]["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    assert volume["configMap"]["name"] == objects["proxy-program"]["metadata"]["name"]
+
+
+def test_a_program_change_rolls_the_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    before = proxy_pod(split())["metadata"]["annotations"]
+    changed = tmp_path / "proxy_program.py"
+    changed.write_text(proxy.program_text() + "# changed\n")
+    monkeypatch.setattr(proxy, "PROGRAM_SOURCE", changed)
+    assert proxy_pod(split())["metadata"]["annotations"] != before
+
+
+def test_the_program_accepts_the_rendered_arguments() -> None:
+    (container,) = proxy_pod(split())["spec"]["containers"]
+    assert container["command"] == ["python3", f"{proxy.PROGRAM_DIR}/{proxy.PROGRAM_FILE}"]
+    arguments = parse_arguments(container["args"])
+    assert (arguments.host, arguments.port) == ("0.0.0.0", proxy.PROXY_PORT)
+    assert arguments.prefill_service == "chat-prefill.inference.svc"
+    assert (arguments.prefill_port, arguments.bootstrap_port) == (8000, 8998)
+    assert arguments.decode == "http://chat-decode.inference.svc:8000"
+    assert arguments.refresh_seconds == proxy.REFRESH_SECONDS
+    assert arguments.keepalive_seconds > 600  # the load balancer's idle timeout
+
+
+def test_fixed_and_autoscaled_prefill_get_the_same_proxy_and_a_topology_change_leaves_it() -> None:
+    """The prefill pods come from the headless Service's name, whatever makes them."""
+    fixed = proxy_pod(split(topology={"prefill": 1, "decode": 1}))
+    assert proxy_pod(split(topology={"prefill": 3, "decode": 2})) == fixed
+    autoscaled = split(autoscaling={"enabled": True, "prefill": {"min_replicas": 1, "max_replicas": 4}})
+    assert proxy_pod(autoscaled) == fixed
+    kinds = {document["kind"] for document in mooncake_objects(autoscaled, None).values()}
+    assert not kinds & {"Role", "RoleBinding", "ServiceAccount"}  # no API access: the proxy reads DNS
+
+
+def test_the_proxy_runs_two_replicas_locked_down_behind_a_disruption_budget() -> None:
+    objects = mooncake_objects(split(), None)
+    assert objects["proxy"]["spec"]["replicas"] == proxy.PROXY_REPLICAS == 2
+    assert objects["proxy-disruption-budget"]["spec"]["maxUnavailable"] == 1
+    assert objects["proxy-disruption-budget"]["spec"]["selector"] == objects["proxy"]["spec"]["selector"]
+    pod = objects["proxy"]["spec"]["template"]["spec"]
+    (container,) = pod["containers"]
+    security = container["securityContext"]
+    assert (security["readOnlyRootFilesystem"], security["runAsNonRoot"]) == (True, True)
+    assert security["runAsUser"] == NON_ROOT_ID
+    assert pod["automountServiceAccountToken"] is False
+    assert all(mount.get("readOnly") for mount in container["volumeMounts"] if mount["mountPath"] != "/tmp")
+
+
+def test_readiness_and_the_load_balancer_check_the_proxys_health_for_200() -> None:
+    objects = mooncake_objects(split(), None)
+    (container,) = objects["proxy"]["spec"]["template"]["spec"]["containers"]
+    assert container["readinessProbe"]["httpGet"]["path"] == proxy.PROXY_HEALTH_PATH == "/health"
+    assert "tcpSocket" in container["livenessProbe"]  # a peer's outage must not restart the proxy
+    annotations = objects["route"]["metadata"]["annotations"]
+    assert annotations["alb.ingress.kubernetes.io/healthcheck-path"] == "/health"
+    assert annotations["alb.ingress.kubernetes.io/success-codes"] == "200"
+
+
+def test_the_admin_key_goes_to_the_proxy_as_the_servers_read_it() -> None:
+    (container,) = proxy_pod(split(proxy={"admin_api_key_secret": "chat-admin"}))["spec"]["containers"]
+    ref = {"secretKeyRef": {"name": "chat-admin", "key": "ADMIN_API_KEY"}}
+    assert container["env"] == [{"name": "VLLM_API_KEY", "valueFrom": ref}]
+    assert "env" not in proxy_pod(split())["spec"]["containers"][0]
