@@ -17,8 +17,9 @@ from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent, MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
 
 from components.spec import NAMESPACE, StackSpec
-from components.spec.errors import Problem, ProblemsError, dotted
+from components.spec.errors import Problem, ProblemsError, SpecError, dotted
 from components.validation import validate_stack
+from fleetctl.positions import locate
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
 STACKS_DIR = PROJECT_ROOT / "stacks"
@@ -70,9 +71,13 @@ def read_stack_file(path: Path) -> StackFile:
 
 
 def load_stack(path: Path) -> tuple[StackFile, StackSpec]:
-    """A stack file and its validated spec; raises ProblemsError listing every problem."""
+    """A stack file and its validated spec; raises ProblemsError listing every problem, each
+    with its line and column in the file when it has one."""
     stack_file = read_stack_file(path)
-    return stack_file, validate_stack(stack_file.project_config, stack=stack_file.stack)
+    try:
+        return stack_file, validate_stack(stack_file.project_config, stack=stack_file.stack)
+    except SpecError as error:
+        raise SpecError(locate(error.problems, path)) from None
 
 
 def parse_stack_bytes(path: Path, data: bytes) -> StackFile:
@@ -90,8 +95,9 @@ def parse_stack_bytes(path: Path, data: bytes) -> StackFile:
         raise StackFileError([Problem(where, "is not UTF-8 text")]) from None
     except MarkedYAMLError as error:
         mark = error.problem_mark
-        position = f"line {mark.line + 1}, column {mark.column + 1}: " if mark is not None else ""
-        raise StackFileError([Problem(where, f"is not valid YAML: {position}{error.problem}")]) from None
+        line, column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
+        problem = Problem(where, f"is not valid YAML: {error.problem}", file=where, line=line, column=column)
+        raise StackFileError([problem]) from None
     except (YAMLError, RecursionError, ValueError) as error:
         reason = " ".join(str(error).split()) or type(error).__name__  # one line, as every problem is
         raise StackFileError([Problem(where, f"is not valid YAML: {reason}")]) from None

@@ -4,7 +4,7 @@ instance catalog, and endpoints against the regions they are placed in (spec sec
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from components import naming
@@ -12,7 +12,7 @@ from components.catalog import InstanceCatalog, InstanceType
 from components.naming import MAX_ENDPOINT_NAME_LENGTH
 from components.spec.base import is_dns_1035_label
 from components.spec.endpoint import Endpoint
-from components.spec.errors import Problem, dotted
+from components.spec.errors import Problem, did_you_mean, dotted
 from components.spec.region import NodeGroup, Region
 
 
@@ -29,7 +29,8 @@ class Placement:
 def check_region_name(name: str, known_regions: frozenset[str]) -> list[Problem]:
     if name in known_regions:
         return []
-    return [Problem(dotted(["regions", name]), f"{name!r} is not an AWS region code (e.g. us-east-1, eu-west-1)")]
+    hint = did_you_mean(name, sorted(known_regions)) or "e.g. us-east-1, eu-west-1"
+    return [Problem(dotted(["regions", name]), f"{name!r} is not an AWS region code ({hint})")]
 
 
 def node_group_instance(group: NodeGroup, catalog: InstanceCatalog) -> InstanceType | None:
@@ -44,7 +45,7 @@ def check_region(name: str, region: Region, catalog: InstanceCatalog) -> list[Pr
         path: list[str | int] = ["regions", name, "node_groups", group_name]
         facts = _group_facts(path, group, catalog, problems)
         if facts is None:
-            continue
+            continue  # reported; what the group would offer is unknown
         if facts.accelerators == 0:
             system_groups.append(group_name)
         if group.availability_zone is not None:
@@ -71,9 +72,20 @@ def check_region(name: str, region: Region, catalog: InstanceCatalog) -> list[Pr
                 dotted(["regions", name, "node_groups"]),
                 "has no group without GPUs for system pods; add one (e.g. system: {instance_types: [m7i.xlarge], "
                 "min_size: 2, max_size: 4, desired_size: 2})",
+                follows_from=unknown_groups(name, region, catalog),
             )
         )
     return problems
+
+
+def unknown_groups(region_name: str, region: Region, catalog: InstanceCatalog) -> tuple[str, ...]:
+    """The paths of the region's node groups whose instance type is not in the catalog: a rule
+    that looks for a kind of group cannot tell whether one of these is it."""
+    return tuple(
+        dotted(["regions", region_name, "node_groups", group_name])
+        for group_name, group in region.node_groups.items()
+        if any(instance_type not in catalog.instance_types for instance_type in group.instance_types)
+    )
 
 
 def _group_facts(
@@ -87,7 +99,7 @@ def _group_facts(
                 Problem(
                     dotted([*path, "instance_types", index]),
                     f"unknown instance type {instance_type!r}; use one from config/instances.yaml or add it there "
-                    "with its source",
+                    f"with its source{_suggestion(instance_type, catalog.instance_types)}",
                 )
             )
         else:
@@ -109,6 +121,11 @@ def _group_facts(
     return first
 
 
+def _suggestion(word: str, choices: Iterable[str]) -> str:
+    suggestion = did_you_mean(word, choices)
+    return f" ({suggestion})" if suggestion else ""
+
+
 def _zone_problems(path: list[str | int], region_name: str, region: Region, zone: str) -> list[Problem]:
     if not re.fullmatch(re.escape(region_name) + r"[a-z]", zone):
         return [
@@ -123,6 +140,7 @@ def _zone_problems(path: list[str | int], region_name: str, region: Region, zone
             Problem(
                 dotted([*path, "availability_zone"]),
                 f"{zone!r} is not among the VPC's availability_zones ({', '.join(zones)}); add it there",
+                follows_from=(dotted(["regions", region_name, "vpc", "availability_zones"]),),
             )
         ]
     return []
@@ -306,6 +324,7 @@ def _default_group(
         return "", Problem(
             dotted([*path, "node_group"]),
             f"{region_name} has no {kind} node group to default to; add one to regions.{region_name}.node_groups",
+            follows_from=unknown_groups(region_name, region, catalog),
         )
     return "", Problem(
         dotted([*path, "node_group"]),

@@ -2,13 +2,17 @@
 
 One line each: ``error: <dotted.path>: <what is wrong, the value received, what to do>``.
 Paths start at the key after the project namespace (``regions.`` or ``endpoints.``).
+A problem whose place in the stack file is known leads with it, as compilers do:
+``error: <file>:<line>:<column>: <dotted.path>: <message>``.
 """
 
 from __future__ import annotations
 
+import ast
+import difflib
 import types
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Union, get_args, get_origin
 
 from pydantic import BaseModel, ValidationError
@@ -20,9 +24,70 @@ from pydantic_core import ErrorDetails
 class Problem:
     path: str
     message: str
+    file: str | None = field(default=None, compare=False)
+    """The stack file holding ``path``, with ``line`` and ``column`` (1-based) when known."""
+    line: int | None = field(default=None, compare=False)
+    column: int | None = field(default=None, compare=False)
+    follows_from: tuple[str, ...] = field(default=(), compare=False)
+    """Config paths this problem's check took to be valid: a problem at or below one of them is
+    its cause, and this one is not reported (see :func:`root_causes`)."""
+
+    @property
+    def position(self) -> str:
+        """``file:line:column``, or "" when the place in the file is not known."""
+        if self.file is None or self.line is None:
+            return ""
+        return f"{self.file}:{self.line}:{self.column or 1}"
 
     def __str__(self) -> str:
-        return f"error: {self.path}: {self.message}" if self.path else f"error: {self.message}"
+        path = "" if self.path == self.file else self.path  # a problem of the file itself names it once
+        return "error: " + ": ".join(part for part in (self.position, path, self.message) if part)
+
+    def as_json(self) -> dict[str, Any]:
+        record: dict[str, Any] = {"path": self.path, "message": self.message}
+        if self.position:
+            record.update(file=self.file, line=self.line, column=self.column or 1)
+        return record
+
+
+def root_causes(problems: Iterable[Problem]) -> list[Problem]:
+    """The problems that do not follow from another one: a problem is dropped when another
+    problem lies at or below a path it ``follows_from`` (fixing that one may well fix it)."""
+    found = list(problems)
+    return [
+        problem
+        for problem in found
+        if not any(other != problem and within(other.path, cause) for cause in problem.follows_from for other in found)
+    ]
+
+
+def within(path: str, prefix: str) -> bool:
+    """``path`` is ``prefix`` or lies below it (``a.b`` is within ``a``, ``a.bc`` is not)."""
+    return path == prefix or path.startswith((f"{prefix}.", f"{prefix}["))
+
+
+def did_you_mean(word: str, choices: Iterable[str]) -> str:
+    """``did you mean 'x'?`` for the closest of ``choices``, or "" when none is close.
+
+    difflib finds the close ones; of those, the fewest typing mistakes away wins (difflib alone
+    ranks ``us-west-1`` with ``us-east-1`` for ``us-esat-1``, two swapped letters)."""
+    matches = difflib.get_close_matches(word, list(choices), n=5, cutoff=0.6)
+    if not matches:
+        return ""
+    return f"did you mean {min(matches, key=lambda match: _typos(word, match))!r}?"
+
+
+def _typos(first: str, second: str) -> int:
+    """Edits from one to the other: insert, delete, replace, or swap two neighbours."""
+    previous: list[int] = []
+    row = list(range(len(second) + 1))
+    for i, left in enumerate(first, start=1):
+        before, previous, row = previous, row, [i] + [0] * len(second)
+        for j, right in enumerate(second, start=1):
+            row[j] = min(previous[j] + 1, row[j - 1] + 1, previous[j - 1] + (left != right))
+            if i > 1 and j > 1 and left == second[j - 2] and first[i - 2] == right:
+                row[j] = min(row[j], before[j - 2] + 1)
+    return row[-1]
 
 
 class ProblemsError(Exception):
@@ -47,6 +112,55 @@ def dotted(parts: Iterable[str | int]) -> str:
         else:
             text += f".{part}" if text else part
     return text
+
+
+def undotted(text: str) -> list[str | int] | None:
+    """The parts :func:`dotted` joined, or None when ``text`` is not such a path."""
+    parts: list[str | int] = []
+    position = 0
+    while position < len(text):
+        character = text[position]
+        if character == "[":
+            end, part = _bracketed(text, position + 1)
+            if end is None:
+                return None
+            parts.append(part)
+            position = end
+            continue
+        if character == ".":
+            if not parts:
+                return None
+            position += 1
+        elif parts:
+            return None  # a name follows the path's start, a dot or nothing else
+        end = position
+        while end < len(text) and text[end] not in ".[":
+            end += 1
+        if end == position:
+            return None
+        parts.append(text[position:end])
+        position = end
+    return parts
+
+
+def _bracketed(text: str, start: int) -> tuple[int | None, str | int]:
+    """After ``[``: an index or a quoted key, and the position after the closing ``]``."""
+    if start < len(text) and text[start] in "'\"":
+        quote, index = text[start], start + 1
+        while index < len(text) and text[index] != quote:
+            index += 2 if text[index] == "\\" else 1
+        if index + 1 >= len(text) or text[index + 1] != "]":
+            return None, ""
+        try:
+            key = ast.literal_eval(text[start : index + 1])
+        except (ValueError, SyntaxError):
+            return None, ""
+        return (index + 2, key) if isinstance(key, str) else (None, "")
+    close = text.find("]", start)
+    digits = text[start:close] if close != -1 else ""
+    if not (digits.isascii() and digits.isdigit()):
+        return None, ""
+    return close + 1, int(digits)
 
 
 def problems_from(error: ValidationError, prefix: Sequence[str | int], model: Any) -> list[Problem]:
@@ -109,8 +223,10 @@ def _message(detail: ErrorDetails, model: Any, location: list[str | int]) -> str
         return "is required: add it"
     if kind == "extra_forbidden":
         allowed = _allowed_keys(model, location[:-1])
-        hint = f"; allowed keys: {', '.join(allowed)}" if allowed else ""
-        return f"unknown key{hint}"
+        suggestion = did_you_mean(str(location[-1]), allowed) if location else ""
+        if suggestion:
+            return f"unknown key; {suggestion}"
+        return f"unknown key; allowed keys: {', '.join(allowed)}" if allowed else "unknown key"
     if kind in ("int_type", "int_parsing", "int_from_float"):
         return f"must be an integer{_range(model, location)}, got {got}"
     if kind in ("float_type", "float_parsing"):

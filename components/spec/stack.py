@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -19,7 +20,7 @@ from components.spec.checks import (
     place_endpoint,
 )
 from components.spec.endpoint import Endpoint
-from components.spec.errors import Problem, SpecError, dotted, problems_from
+from components.spec.errors import Problem, SpecError, dotted, problems_from, root_causes
 from components.spec.region import Region
 
 NAMESPACE = "inference-fleet"
@@ -59,9 +60,11 @@ def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> S
     problems: list[Problem] = []
     for key in config:
         if key not in CONFIG_KEYS:
-            problems.append(
-                Problem(dotted([key]), f"unknown key {f'{NAMESPACE}:{key}'!r}; allowed keys: {', '.join(CONFIG_KEYS)}")
+            close = difflib.get_close_matches(str(key), CONFIG_KEYS, n=1, cutoff=0.6)
+            hint = (
+                f"did you mean {f'{NAMESPACE}:{close[0]}'!r}?" if close else f"allowed keys: {', '.join(CONFIG_KEYS)}"
             )
+            problems.append(Problem(dotted([key]), f"unknown key {f'{NAMESPACE}:{key}'!r}; {hint}"))
     raw_regions = config.get("regions")
     raw_endpoints = config.get("endpoints", {})
     if raw_endpoints is None:
@@ -90,7 +93,7 @@ def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> S
         placements += endpoint_placements
         problems += endpoint_problems
     if problems:
-        raise SpecError(sorted(set(problems)))
+        raise SpecError(sorted(set(root_causes(problems))))
     return StackSpec(regions=regions, endpoints=endpoints, placements=tuple(placements))
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import subprocess
 import sys
@@ -89,7 +90,12 @@ def _read_stack_file(path: Path, label: str) -> StackFile:
     except StackFileError as error:
         where = str(path)
         raise InputError(
-            [Problem(label if problem.path == where else problem.path, problem.message) for problem in error.problems]
+            [
+                dataclasses.replace(problem, path=label, file=label if problem.file == where else problem.file)
+                if problem.path == where
+                else problem
+                for problem in error.problems
+            ]
         ) from None
 
 

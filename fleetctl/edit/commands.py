@@ -20,6 +20,7 @@ from components.spec.errors import ProblemsError
 from fleetctl import diff
 from fleetctl.edit import operations
 from fleetctl.edit.document import ABSENT, Edit, Operation, prepare_edit
+from fleetctl.positions import locate
 from fleetctl.stackfile import display_path, parse_stack_bytes, stack_path
 
 COMMANDS = ("endpoint", "scale", "topology", "store", "stop", "start", "image", "region", "canary")
@@ -218,7 +219,8 @@ def run(arguments: argparse.Namespace) -> int:
         if edit.changed and not arguments.dry_run:
             edit.write()
     except ProblemsError as error:  # the file, the edit, the resulting config or its plan
-        for problem in error.problems:
+        # Placed in the file as it is on disk, which a refused edit leaves as it was.
+        for problem in locate(error.problems, path):
             print(problem, file=sys.stderr)
         return 1
     written = edit.changed and not arguments.dry_run

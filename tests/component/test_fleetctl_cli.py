@@ -43,7 +43,8 @@ def test_validate_rejects_with_error_lines_on_stderr(tmp_path: Path, capsys: pyt
     out, err = capsys.readouterr()
     assert out == ""
     assert err.splitlines() == [
-        "error: endpoints.chat.mooncake.topology.decode: must be an integer in [1, 1000], got True (a boolean)",
+        f"error: {stack}:9:62: endpoints.chat.mooncake.topology.decode: must be an integer in [1, 1000], "
+        "got True (a boolean)",
     ]
 
 
@@ -145,3 +146,39 @@ def test_an_edit_with_plan_prints_the_infrastructure_change_before_writing_nothi
     assert "aws:iam/rolePolicy:RolePolicy" in out
     assert "delete  aws:iam/rolePolicy:RolePolicy  us-west-2-workload-access" in out
     assert stack.read_bytes() == before
+
+
+MISSPELLED_STACK = """\
+config:
+  inference-fleet:regions:
+    us-west-2:
+      vpc: {cidr: 10.40.0.0/16, availability_zones: [us-west-2a, us-west-2b]}
+      node_groups:
+        system: {instance_types: [m7i.xlarge], min_size: 2, max_size: 3, desired_size: 2}
+        gpu: {instance_types: [g6e.12xlarge], min_size: 0, max_size: 4, desired_size: 1}
+  inference-fleet:endpoints:
+    chat:
+      image: vllm/vllm-openai:v0.33.0
+      model: Qwen/Qwen3-8B
+      nod_group: gpu
+"""
+
+
+def test_validate_places_a_problem_at_its_line_and_column_and_suggests_the_key(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack = tmp_path / "Pulumi.dev.yaml"
+    stack.write_text(MISSPELLED_STACK)
+    assert main(["validate", "--stack-file", str(stack)]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        f"error: {stack}:12:7: endpoints.chat.nod_group: unknown key; did you mean 'node_group'?"
+    ]
+
+
+def test_a_yaml_syntax_error_is_placed_the_same_way(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    stack = tmp_path / "Pulumi.dev.yaml"
+    stack.write_text("config:\n  inference-fleet:regions: {us-west-2: [}\n")
+    assert main(["validate", "--stack-file", str(stack)]) == 1
+    [line] = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"error: {stack}:2:")
+    assert ": is not valid YAML: " in line

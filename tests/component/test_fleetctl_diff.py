@@ -223,7 +223,8 @@ def test_unreadable_input_exits_1_naming_it(
         target.write_text("config: [unclosed\n")
     code, out, err = run(capsys, base_plans["dev"], target)
     assert (code, out) == (1, "")
-    assert err.startswith(f"error: {target}: ")
+    # A YAML error is placed in the file: error: FILE:LINE:COLUMN: ...
+    assert err.startswith(f"error: {target}:2:1: " if case == "not yaml" else f"error: {target}: ")
     assert "Traceback" not in err
 
 

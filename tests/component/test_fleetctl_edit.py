@@ -493,7 +493,9 @@ REFUSED = {
     "topology of zero": (
         "dev",
         ["topology", "set", "chat-pd", "--prefill", "0"],
-        "error: endpoints.chat-pd.mooncake.topology.prefill: must be an integer in [1, 1000], got 0 (a number)",
+        # Placed where the file on disk holds the count (the refused edit leaves it there).
+        "Pulumi.dev.yaml:49:20: endpoints.chat-pd.mooncake.topology.prefill: must be an integer in [1, 1000], "
+        "got 0 (a number)",
     ),
     "topology over 1000": ("dev", ["topology", "set", "chat-pd", "--decode", "1001"], "in [1, 1000], got 1001"),
     "topology with no counts": ("dev", ["topology", "set", "chat-pd"], "nothing to set"),

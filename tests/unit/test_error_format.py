@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from components.spec import Problem, SpecError, parse_stack_config
-from components.spec.errors import dotted
+from components.spec.errors import dotted, root_causes, undotted, within
 
-from .stack_builders import classic_endpoint, region, stack_config, with_classic
+from .stack_builders import DELETE, classic_endpoint, region, stack_config, with_classic
 
 fast = settings(max_examples=200, deadline=None)
 plain_keys = st.from_regex(r"\A[A-Za-z0-9_-]{1,12}\Z")
@@ -155,3 +155,109 @@ def test_identical_problems_are_reported_once() -> None:
         "with a letter) of at most 44 characters, so that '<name>-prefill' fits a StatefulSet name"
     ]
     assert len(problems) == len(set(problems)) == 2
+
+
+# Positions: a problem placed in its file leads with file:line:column, as compilers write it.
+
+
+def test_a_placed_problem_leads_with_file_line_and_column() -> None:
+    problem = Problem("endpoints.chat.nod_group", "unknown key", file="Pulumi.dev.yaml", line=12, column=7)
+    assert str(problem) == "error: Pulumi.dev.yaml:12:7: endpoints.chat.nod_group: unknown key"
+    assert problem.as_json() == {
+        "path": "endpoints.chat.nod_group",
+        "message": "unknown key",
+        "file": "Pulumi.dev.yaml",
+        "line": 12,
+        "column": 7,
+    }
+
+
+def test_a_problem_of_the_file_itself_names_the_file_once() -> None:
+    problem = Problem("x.yaml", "is not valid YAML: found a tab", file="x.yaml", line=3, column=1)
+    assert str(problem) == "error: x.yaml:3:1: is not valid YAML: found a tab"
+
+
+def test_a_position_does_not_make_two_problems_differ() -> None:
+    placed = Problem("a.b", "m", file="f", line=1, column=2)
+    assert placed == Problem("a.b", "m")
+    assert len({placed, Problem("a.b", "m")}) == 1
+    assert Problem("a.b", "m").as_json() == {"path": "a.b", "message": "m"}
+
+
+@fast
+@given(st.lists(st.one_of(st.integers(min_value=0, max_value=10_000), st.text(max_size=8)), min_size=1, max_size=6))
+def test_undotted_reads_back_what_dotted_wrote(parts: list[str | int]) -> None:
+    assert undotted(dotted(parts)) == parts
+
+
+@pytest.mark.parametrize("text", [".a", "a..b", "a.", "a[x]", "a[0]b", "a['unclosed", "a[", "a['x'"])
+def test_undotted_refuses_what_dotted_never_writes(text: str) -> None:
+    assert undotted(text) is None
+
+
+# Suggestions.
+
+
+def test_an_unknown_key_close_to_an_allowed_one_names_it() -> None:
+    [problem] = problems_of(with_classic({"node_group": "gpu", "nod_group": "gpu"}))
+    assert str(problem) == "error: endpoints.chat.nod_group: unknown key; did you mean 'node_group'?"
+
+
+def test_a_misspelled_instance_type_names_the_catalog_type_it_resembles() -> None:
+    config = stack_config(region_overrides={"node_groups": {"gpu": {"instance_types": ["g6e.12xlarg"]}}})
+    [problem] = problems_of(config)
+    assert problem.path == "regions.us-east-1.node_groups.gpu.instance_types[0]"
+    assert "unknown instance type 'g6e.12xlarg'" in problem.message
+    assert problem.message.endswith("(did you mean 'g6e.12xlarge'?)")
+
+
+def test_a_misspelled_region_code_names_the_region_it_resembles() -> None:
+    [problem] = problems_of(stack_config(regions={"us-esat-1": region(name="us-esat-1")}))
+    assert problem.message == "'us-esat-1' is not an AWS region code (did you mean 'us-east-1'?)"
+
+
+# One cause, one error: what follows from a problem is not reported beside it.
+
+
+def test_an_unknown_instance_type_is_reported_alone_not_after_what_follows_from_it() -> None:
+    """The GPU group's type is misspelled; three endpoints default to it. Before, the three
+    "no GPU node group to default to" lines came first (they sort earlier), the cause last."""
+    config = stack_config(
+        region_overrides={"node_groups": {"p5": DELETE, "gpu": {"instance_types": ["g6e.12xlarg"]}}},
+        endpoints={name: classic_endpoint({"node_group": DELETE}) for name in ("a", "b", "c")},
+    )
+    problems = problems_of(config)
+    assert [problem.path for problem in problems] == ["regions.us-east-1.node_groups.gpu.instance_types[0]"]
+    assert "to default to" not in str(SpecError(problems))
+
+
+def test_a_system_group_of_unknown_type_is_not_also_reported_missing() -> None:
+    config = stack_config(region_overrides={"node_groups": {"system": {"instance_types": ["m7i.xlarg"]}}})
+    assert [problem.path for problem in problems_of(config)] == [
+        "regions.us-east-1.node_groups.system.instance_types[0]"
+    ]
+
+
+def test_a_misspelled_vpc_zone_is_not_also_a_node_group_zone_outside_the_vpc() -> None:
+    config = stack_config(region_overrides={"vpc": {"availability_zones": ["us-east-1a", "us-east1b"]}})
+    config["regions"]["us-east-1"]["node_groups"]["gpu"]["availability_zone"] = "us-east-1b"
+    assert [problem.path for problem in problems_of(config)] == ["regions.us-east-1.vpc.availability_zones[1]"]
+
+
+def test_a_consequence_is_reported_when_nothing_it_follows_from_is_wrong() -> None:
+    config = stack_config(
+        region_overrides={"node_groups": {"p5": DELETE, "gpu": DELETE}},
+        endpoints={"chat": classic_endpoint({"node_group": DELETE})},
+    )
+    [problem] = problems_of(config)
+    assert problem.message.startswith("us-east-1 has no nvidia GPU node group to default to")
+
+
+def test_root_causes_drops_a_problem_only_for_another_at_or_below_what_it_follows_from() -> None:
+    cause = Problem("regions.r.node_groups.gpu.instance_types[0]", "unknown")
+    consequence = Problem("endpoints.a.node_group", "no group", follows_from=("regions.r.node_groups.gpu",))
+    unrelated = Problem("endpoints.b.node_group", "no group", follows_from=("regions.r.node_groups.gp",))
+    assert root_causes([consequence, cause, unrelated]) == [cause, unrelated]
+    assert root_causes([consequence]) == [consequence]
+    assert [within(path, "a") for path in ("a.b", "a[0]", "a", "ab", "b.a")] == [True, True, True, False, False]
+    assert not within("a.bc", "a.b")

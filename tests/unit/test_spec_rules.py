@@ -308,7 +308,7 @@ REGION_REJECTS = [
         "unknown_cluster_access_key",
         with_region({"cluster_access": {"admin": [CI_ROLE]}}),
         "regions.us-east-1.cluster_access.admin",
-        "unknown key; allowed keys: admins, public_access_cidrs",
+        "unknown key; did you mean 'admins'?",
     ),
 ]
 
@@ -879,31 +879,49 @@ SHAPE_REJECTS = [
         "unknown_top_level_key",
         {**with_classic(), "endpoint": {}},
         "endpoint",
-        "unknown key 'inference-fleet:endpoint'; allowed keys: regions, endpoints",
+        "unknown key 'inference-fleet:endpoint'; did you mean 'inference-fleet:endpoints'?",
     ),
     case(
         "unknown_region_key",
         with_region({"vpcs": {}}),
         "regions.us-east-1.vpcs",
-        "unknown key; allowed keys: protect, kubernetes_version, cluster_access, vpc, node_groups, cold_tier, ingress",
+        "unknown key; did you mean 'vpc'?",
     ),
     case(
         "unknown_node_group_key",
         with_region({"node_groups": {"gpu": {"instance_type": "g6e.12xlarge"}}}),
         "regions.us-east-1.node_groups.gpu.instance_type",
-        "unknown key; allowed keys: instance_types, min_size, max_size, desired_size, efa",
+        "unknown key; did you mean 'instance_types'?",
     ),
     case(
         "unknown_endpoint_key",
         with_classic({"replica": 2}),
         "endpoints.chat.replica",
-        "unknown key; allowed keys: image, framework, target_regions, replicas, gpu_count",
+        "unknown key; did you mean 'replicas'?",
     ),
     case(
         "unknown_mooncake_key",
         mooncake_block({"topolgy": {"prefill": 1}}),
         "endpoints.chat.mooncake.topolgy",
-        "unknown key; allowed keys: mode, topology, store, transfer, proxy, autoscaling",
+        "unknown key; did you mean 'topology'?",
+    ),
+    case(
+        "unknown_top_level_key_like_no_other",
+        {**with_classic(), "zones": {}},
+        "zones",
+        "unknown key 'inference-fleet:zones'; allowed keys: regions, endpoints",
+    ),
+    case(
+        "unknown_region_key_like_no_other",
+        with_region({"quota": 3}),
+        "regions.us-east-1.quota",
+        "unknown key; allowed keys: protect, kubernetes_version, cluster_access, vpc, node_groups, cold_tier, ingress",
+    ),
+    case(
+        "unknown_endpoint_key_like_no_other",
+        with_classic({"zzz": 2}),
+        "endpoints.chat.zzz",
+        "unknown key; allowed keys: image, framework, target_regions, replicas, gpu_count",
     ),
     case(
         "string_for_an_integer",
