@@ -11,23 +11,27 @@ from components.spec import StackSpec
 from components.spec.errors import Problem, ProblemsError
 from fleetctl import diff
 from fleetctl.edit import commands as edit_commands
-from fleetctl.plan import ProgramError, run_program, summary, write_plan
+from fleetctl.plan import ProgramError, check_output, run_program, summary, write_plan
 from fleetctl.policy_check import check_plan, report
+from fleetctl.project import find_project, resolve_stack
 from fleetctl.stackfile import (
     PROJECT_ROOT,
     StackFile,
+    StackFileError,
     display_path,
     load_stack,
-    stack_path,
 )
 from fleetctl.verify import command as verify_command
 
-DEFAULT_STACK = "dev"
+STACK_HELP = (
+    "the stack NAME (or ORG/NAME, ORG/PROJECT/NAME) of the Pulumi project here: its Pulumi.NAME.yaml in the "
+    "project's stackConfigDir (default: the stack `pulumi stack select` chose, or PULUMI_STACK)"
+)
 
 
 def _stack_arguments(parser: argparse.ArgumentParser) -> None:
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--stack", metavar="NAME", help=f"read stacks/Pulumi.NAME.yaml (default: {DEFAULT_STACK})")
+    which.add_argument("--stack", metavar="NAME", help=STACK_HELP)
     which.add_argument("--stack-file", metavar="PATH", type=Path, help="read this stack file")
 
 
@@ -38,7 +42,12 @@ def _parser() -> argparse.ArgumentParser:
     _stack_arguments(validate)
     plan = commands.add_parser("plan", help="run the program offline under mocks and write the plan")
     _stack_arguments(plan)
-    plan.add_argument("--out", metavar="DIR", type=Path, help="output directory (default: build/plan/<stack>)")
+    plan.add_argument(
+        "--out",
+        metavar="DIR",
+        type=Path,
+        help="a new or empty directory, or a plan directory fleetctl wrote (default: the project's build/plan/<stack>)",
+    )
     plan.add_argument(
         "--policy", action="store_true", help="also check the plan against the policy pack's rules (policy/)"
     )
@@ -56,7 +65,21 @@ def _report(problems: Sequence[Problem | str]) -> int:
 
 
 def _load(arguments: argparse.Namespace) -> tuple[StackFile, StackSpec]:
-    return load_stack(arguments.stack_file or stack_path(arguments.stack or DEFAULT_STACK))
+    if arguments.stack_file is not None:
+        return load_stack(arguments.stack_file)
+    resolved = resolve_stack(arguments.stack)
+    if not resolved.explicit:
+        print(f"fleetctl: stack {resolved.name}, selected by {resolved.chosen_by}", file=sys.stderr)
+    return load_stack(resolved.path)
+
+
+def _default_out(stack: str) -> Path:
+    """build/plan/<stack> in the project here, else in the checkout fleetctl runs from."""
+    try:
+        root = find_project().file.parent
+    except StackFileError:
+        root = PROJECT_ROOT
+    return root / "build" / "plan" / stack
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -78,13 +101,16 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{len(spec.endpoints)} endpoint(s); {len(spec.placements)} placement(s))"
         )
         return 0
+    out = arguments.out or _default_out(stack_file.stack)
     try:
+        check_output(out)  # before the program runs: a refused directory is known at once
         plan = run_program(stack_file)
+        files = write_plan(plan, out)
     except ProgramError as error:
         return _report([f"error: the program failed under the offline plan: {error}"])
-    out = arguments.out or PROJECT_ROOT / "build" / "plan" / stack_file.stack
-    files = write_plan(plan, out)
-    print(summary(plan, Path(display_path(out)), files))
+    except ProblemsError as error:
+        return _report(error.problems)
+    print(summary(plan, Path(display_path(out)), files, source=display_path(stack_file.path)))
     if arguments.policy:
         violations = check_plan(plan.resources)
         if violations:

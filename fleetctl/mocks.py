@@ -19,9 +19,12 @@ from google.protobuf import json_format
 from pulumi.runtime import mocks, rpc
 from pulumi.runtime.proto import resource_pb2
 
+from components import naming
 from components.catalog import instance_catalog
 
 STACK_TYPE = "pulumi:pulumi:Stack"
+AWS_PROVIDER_TYPE = "pulumi:providers:aws"
+INGRESS_TYPE = "kubernetes:networking.k8s.io/v1:Ingress"
 MANAGED_NODE_GROUP_TYPE = "eks:index:ManagedNodeGroup"
 NODE_GROUP_TYPE = "aws:eks/nodeGroup:NodeGroup"
 
@@ -143,13 +146,14 @@ def _node_group_state(node_group_name: str) -> dict[str, Any]:
     }
 
 
-def _ingress(name: str, _: Mapping[str, Any]) -> dict[str, Any]:
-    """The status the load balancer controller writes once the region's ALB exists."""
-    return {"status": {"loadBalancer": {"ingress": [{"hostname": f"{name}.offline.elb.amazonaws.com"}]}}}
+def load_balancer_hostname(region: str | None) -> str:
+    """The DNS name the load balancer controller writes into every Ingress of a region's cluster: it
+    merges all Ingresses of the ingress group (``naming.INGRESS_GROUP``, the chart's IngressClass
+    parameters) into one ALB, so they share one name (a real one: ``k8s-<group>-<hash>-<id>.<region>...``)."""
+    return f"k8s-{naming.INGRESS_GROUP}-offline{f'.{region}' if region else ''}.elb.amazonaws.com"
 
 
 OUTPUTS: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
-    "kubernetes:networking.k8s.io/v1:Ingress": _ingress,
     "eks:index:ManagedNodeGroup": _managed_node_group,
     "eks:index:Cluster": _eks_cluster,
     "awsx:ec2:Vpc": _vpc,
@@ -195,6 +199,8 @@ class RecordingMonitor(mocks.MockMonitor):
         self.registrations: list[Registration] = []
         self.stack_outputs: dict[str, Any] = {}
         self._stack_urn = ""
+        self._regions: dict[str, str | None] = {}
+        """URN -> the AWS region of each registered resource, found as ``fleetctl.plan.region_of`` finds it."""
         self._thread_loops: set[asyncio.AbstractEventLoop] = set()
         self._lock = threading.Lock()
 
@@ -231,11 +237,28 @@ class RecordingMonitor(mocks.MockMonitor):
             parent = ""
         return str(super().make_urn(parent, type_, name))
 
+    def _region_of(self, request: resource_pb2.RegisterResourceRequest) -> str | None:
+        """An AWS provider's ``region``; else the region of the resource's provider (a component's
+        AWS provider first, then its first), else its parent's. Both are registered before it."""
+        if request.type == AWS_PROVIDER_TYPE:
+            region = request.object.fields.get("region")
+            return region.string_value if region is not None and region.string_value else None
+        providers = dict(sorted(request.providers.items()))
+        provider = request.provider or providers.get("aws") or next(iter(providers.values()), "")
+        following = provider.rsplit("::", 1)[0] if provider else request.parent
+        with self._lock:
+            return self._regions.get(following)
+
     def RegisterResource(self, request: resource_pb2.RegisterResourceRequest) -> Any:  # noqa: N802 (gRPC name)
+        region = self._region_of(request)
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         self._keep_thread_loop()
+        with self._lock:
+            self._regions[response.urn] = region
         if request.type == STACK_TYPE:
             self._stack_urn = response.urn
+        if request.type == INGRESS_TYPE:
+            self._answer_ingress(response, region)
         if request.type == MANAGED_NODE_GROUP_TYPE:
             self._answer_node_group(request, response)
         self.registrations.append(
@@ -259,6 +282,12 @@ class RecordingMonitor(mocks.MockMonitor):
         )
         reference = {rpc._special_sig_key: rpc._special_resource_sig, "urn": urn, "id": resource_id}
         response.object.update({"nodeGroup": reference})
+
+    def _answer_ingress(self, response: Any, region: str | None) -> None:
+        """The status the load balancer controller writes once the region's ALB exists."""
+        status = {"loadBalancer": {"ingress": [{"hostname": load_balancer_hostname(region)}]}}
+        response.object.update({"status": status})
+        self.resources[response.urn].state["status"] = status
 
     def RegisterResourceOutputs(self, request: resource_pb2.RegisterResourceOutputsRequest) -> Any:  # noqa: N802
         if request.urn == self._stack_urn:

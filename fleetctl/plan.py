@@ -30,7 +30,8 @@ from pulumi.runtime import stack as pulumi_stack
 from pulumi.runtime.sync_await import _sync_await
 from ruamel.yaml import YAML
 
-from fleetctl.mocks import STACK_TYPE, FleetMocks, RecordingMonitor, Registration
+from components.spec.errors import Problem, ProblemsError
+from fleetctl.mocks import FleetMocks, RecordingMonitor, Registration
 from fleetctl.stackfile import PROJECT_ROOT, StackFile
 
 PROJECT = "inference-fleet"
@@ -290,39 +291,121 @@ def _yaml(document: Any) -> str:
     return buffer.getvalue()
 
 
-def write_plan(plan: Plan, out: Path) -> dict[str, str]:
-    """Write the plan directory atomically: build it beside ``out``, then swap it in."""
-    files = {"plan.json": plan.to_json(), **manifest_files(plan)}
-    out.parent.mkdir(parents=True, exist_ok=True)
-    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-    umask = os.umask(0)
-    os.umask(umask)
+PLAN_MARKER = ".fleetctl-plan"
+"""Written into every plan directory: ``fleetctl plan --out`` replaces only directories it wrote."""
+_MARKER_TEXT = (
+    "An offline plan written by `fleetctl plan`. Writing a plan here again replaces plan.json, manifests/\n"
+    "and this file; fleetctl refuses to write into a directory holding anything else.\n"
+)
+PLAN_ENTRIES = frozenset({"plan.json", "manifests", PLAN_MARKER})
+_STAGING_PREFIX = ".fleetctl-staging-"
+
+
+class PlanOutputError(ProblemsError):
+    """The plan cannot go where it was asked to; nothing was written or deleted."""
+
+
+def _output_problem(out: Path, message: str) -> PlanOutputError:
+    return PlanOutputError([Problem(str(out), message)])
+
+
+def _reason(error: OSError) -> str:
+    return error.strerror or str(error)
+
+
+def check_output(out: Path) -> None:
+    """Refuse ``out`` unless it is a new directory, an empty one, or a plan directory: a plan
+    replaces only what a plan wrote, never a file of the user's."""
     try:
-        staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the plan is an ordinary directory
-        (staging / "manifests").mkdir()
-        for relative, text in files.items():
-            target = staging / relative
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(text, encoding="utf-8")
-        previous = out.with_name(f".{out.name}.previous")
+        if not out.exists():
+            if out.is_symlink():
+                raise _output_problem(out, "is a symbolic link to nothing: give a directory")
+            existing = next(parent for parent in out.absolute().parents if parent.exists())
+            if not existing.is_dir():
+                raise _output_problem(out, f"cannot be made: {existing} is a file, not a directory")
+            return
+        if not out.is_dir():
+            raise _output_problem(out, "is not a directory: give a new or empty directory, or a plan directory")
+        entries = sorted(entry.name for entry in out.iterdir() if not entry.name.startswith(_STAGING_PREFIX))
+    except OSError as error:
+        raise _output_problem(out, f"cannot read the output directory: {_reason(error)}") from None
+    foreign = [name for name in entries if name not in PLAN_ENTRIES]
+    if foreign:
+        shown = ", ".join(foreign[:5]) + (f" and {len(foreign) - 5} more" if len(foreign) > 5 else "")
+        raise _output_problem(
+            out,
+            f"holds files that are not a plan ({shown}); fleetctl plan writes only into a new or empty directory "
+            "or a plan directory it wrote: give another --out",
+        )
+    if entries and PLAN_MARKER not in entries and "plan.json" not in entries:
+        raise _output_problem(out, "holds a manifests/ directory but no plan: give another --out")
+
+
+def write_plan(plan: Plan, out: Path) -> dict[str, str]:
+    """Write the plan directory: a new one is built beside ``out`` and renamed into place; an
+    empty or plan directory keeps its place and gets the new entries swapped in. Every file is
+    rendered before anything is written; a refused or failed write raises PlanOutputError."""
+    files = {"plan.json": plan.to_json(), **manifest_files(plan), PLAN_MARKER: _MARKER_TEXT}
+    check_output(out)
+    try:
         if out.exists():
-            os.replace(out, previous)
-        os.replace(staging, out)
-        shutil.rmtree(previous, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
+            _swap_into(out, files)
+        else:
+            _create(out, files)
+    except OSError as error:
+        raise _output_problem(out, f"cannot write the plan: {_reason(error)}") from None
     return files
 
 
-def summary(plan: Plan, out: Path, files: Mapping[str, str]) -> str:
+def _write_files(directory: Path, files: Mapping[str, str]) -> None:
+    (directory / "manifests").mkdir()
+    for relative, text in files.items():
+        target = directory / relative
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+
+
+def _create(out: Path, files: Mapping[str, str]) -> None:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+    try:
+        umask = os.umask(0)
+        os.umask(umask)
+        staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the plan is an ordinary directory
+        _write_files(staging, files)
+        os.rename(staging, out)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+
+
+def _swap_into(out: Path, files: Mapping[str, str]) -> None:
+    """Build the plan in a hidden directory inside ``out``, then move each entry into place."""
+    for leftover in out.glob(f"{_STAGING_PREFIX}*"):  # an interrupted earlier write's
+        shutil.rmtree(leftover, ignore_errors=True)
+    staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=out))
+    try:
+        new, old = staging / "new", staging / "old"
+        new.mkdir()
+        old.mkdir()
+        _write_files(new, files)
+        for name in ("plan.json", "manifests", PLAN_MARKER):  # the marker last
+            if (out / name).exists() or (out / name).is_symlink():
+                os.replace(out / name, old / name)
+            os.replace(new / name, out / name)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+
+
+def summary(plan: Plan, out: Path, files: Mapping[str, str], source: str | None = None) -> str:
+    """Counts per region and type; the total is the number of resources in plan.json, the stack's
+    own ``pulumi:pulumi:Stack`` resource included, as ``pulumi preview`` counts it."""
     by_urn = {resource["urn"]: resource for resource in plan.resources}
     counts: Counter[tuple[str, str]] = Counter()
     for resource in plan.resources:
-        if resource["type"] == STACK_TYPE:
-            continue
         counts[(region_of(resource, by_urn) or "global", resource["type"])] += 1
-    lines = [f"plan of stack {plan.stack}: {sum(counts.values())} resources"]
+    origin = f" from {source}" if source else ""
+    lines = [f"plan of stack {plan.stack}{origin}: {sum(counts.values())} resources"]
     for (region, kind), count in sorted(counts.items()):
         lines.append(f"  {region:<16} {count:>4}  {kind}")
     manifests = sum(1 for path in files if path.startswith("manifests/"))

@@ -19,6 +19,7 @@ from ruamel.yaml.events import AliasEvent, MappingEndEvent, MappingStartEvent, S
 from components.spec import NAMESPACE, StackSpec
 from components.spec.errors import Problem, ProblemsError, SpecError, dotted
 from components.validation import validate_stack
+from fleetctl.namespaces import foreign_key_problems, missing_keys_problem
 from fleetctl.positions import locate
 
 PROJECT_ROOT = Path(__file__).resolve().parent.parent
@@ -164,6 +165,11 @@ def _from_document(path: Path, document: Any) -> StackFile:
                 continue
             project[name] = value
         engine[full_key] = value if isinstance(value, str) else json.dumps(value, default=str)
+    keys = [str(key) for key in config]
+    problems += foreign_key_problems(keys)
+    missing = missing_keys_problem(keys, where)
+    if missing is not None:
+        problems.append(missing)
     if problems:
         raise StackFileError(problems)
     return StackFile(path=path, stack=stack_name(path), project_config=project, engine_config=engine)

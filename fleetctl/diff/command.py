@@ -5,20 +5,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import subprocess
 import sys
-import tempfile
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from components.spec import SpecError
 from components.spec.errors import Problem, ProblemsError
 from components.validation import validate_stack
+from fleetctl.diff.baseref import BaseRefError, plan_at
 from fleetctl.diff.engine import diff_plans
 from fleetctl.diff.render import RENDERERS
 from fleetctl.plan import ProgramError, run_program
+from fleetctl.project import STACK_NAME
 from fleetctl.stackfile import StackFile, StackFileError, read_stack_file
 
 # Reading the two sides.
@@ -99,8 +99,9 @@ def _read_stack_file(path: Path, label: str) -> StackFile:
         ) from None
 
 
-def load_side(text: str) -> Side:
-    """A plan directory (or its plan.json), or a stack file planned on the fly."""
+def load_side(text: str, stack_name: str | None = None) -> Side:
+    """A plan directory (or its plan.json), or a stack file planned on the fly (as stack
+    ``stack_name`` when given)."""
     path = Path(text)
     if path.is_dir():
         if not (path / "plan.json").is_file():
@@ -110,37 +111,23 @@ def load_side(text: str) -> Side:
         return Side(text, read_plan(path, text))
     if not path.exists():
         raise InputError([Problem(text, "no such plan directory or stack file")])
-    return Side(text, plan_stack_file(_read_stack_file(path, text), text))
+    stack_file = _read_stack_file(path, text)
+    if stack_name is not None:
+        stack_file = replace(stack_file, stack=stack_name)
+    return Side(text, plan_stack_file(stack_file, text))
 
 
-def _git(arguments: Sequence[str], cwd: Path) -> bytes:
-    try:
-        result = subprocess.run(["git", *arguments], cwd=cwd, capture_output=True, check=False, timeout=60)
-    except (OSError, subprocess.TimeoutExpired) as error:
-        raise InputError([Problem("", f"cannot run git: {error}")]) from None
-    if result.returncode != 0:
-        message = result.stderr.decode("utf-8", "replace").strip().splitlines()
-        raise InputError([Problem("", f"git {' '.join(arguments)}: {message[-1] if message else 'failed'}")])
-    return result.stdout
-
-
-def load_side_at(ref: str, text: str) -> Side:
-    """The stack file at ``text`` as it was at git commit ``ref``, planned on the fly.
-
-    The old text goes to a temporary file of the same name, so the stack name matches.
-    """
+def load_side_at(ref: str, text: str, stack_name: str | None = None) -> Side:
+    """The stack file at ``text`` as it was at git commit ``ref``, planned by that commit's own
+    program (fleetctl/diff/baseref.py)."""
     path = Path(text).resolve()
     if not path.is_file():
         raise InputError([Problem(text, "--base-ref needs HEAD to be a stack file in a git work tree")])
-    top = Path(_git(["rev-parse", "--show-toplevel"], path.parent).decode().strip()).resolve()
-    relative = path.relative_to(top).as_posix()
-    label = f"{ref}:{relative}"
-    blob = _git(["show", label], top)
-    with tempfile.TemporaryDirectory(prefix="fleetctl-diff-") as directory:
-        copy = Path(directory) / path.name
-        copy.write_bytes(blob)
-        stack_file = _read_stack_file(copy, label)
-    return Side(label, plan_stack_file(stack_file, label))
+    try:
+        label, plan = plan_at(ref, path, stack_name)
+    except BaseRefError as error:
+        raise InputError(error.problems) from None
+    return Side(label, plan)
 
 
 # The command.
@@ -158,26 +145,39 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fleetctl diff",
-        usage="%(prog)s [--format {text,markdown,json}] (BASE HEAD | --base-ref GIT_REF HEAD)",
+        usage="%(prog)s [--format {text,markdown,json}] [--stack-name NAME] (BASE HEAD | --base-ref GIT_REF HEAD)",
         description="Compare two offline plans: per region, what a stack edit creates, updates, replaces, deletes.",
         epilog="BASE and HEAD are plan directories (fleetctl plan --out) or stack files, planned on the fly. "
         "Exit status: 0 no change, 2 changes, 1 error.",
     )
     parser.add_argument("sides", nargs="+", metavar="SIDE", help="BASE HEAD, or HEAD alone with --base-ref")
-    parser.add_argument("--base-ref", metavar="GIT_REF", help="BASE is HEAD's stack file as it was at this commit")
+    parser.add_argument(
+        "--base-ref",
+        metavar="GIT_REF",
+        help="BASE is HEAD's stack file as it was at this commit, planned by that commit's own program",
+    )
     parser.add_argument("--format", choices=sorted(RENDERERS), default="text", help="output format (default: text)")
+    parser.add_argument(
+        "--stack-name",
+        metavar="NAME",
+        help="plan every stack-file side as stack NAME (by default a file's stack is its name: Pulumi.NAME.yaml); "
+        "plans of two different stacks are matched by URN without the stack",
+    )
     return parser
 
 
 def _sides(arguments: argparse.Namespace) -> tuple[Side, Side]:
     sides: list[str] = arguments.sides
+    name: str | None = arguments.stack_name
+    if name is not None and STACK_NAME.fullmatch(name) is None:
+        raise _UsageError(f"--stack-name {name!r}: letters, digits, '_', '.' and '-' only, at most 100 characters")
     if arguments.base_ref is not None:
         if len(sides) != 1:
             raise _UsageError("with --base-ref, give only HEAD (a stack file)")
-        return load_side_at(arguments.base_ref, sides[0]), load_side(sides[0])
+        return load_side_at(arguments.base_ref, sides[0], name), load_side(sides[0], name)
     if len(sides) != 2:
         raise _UsageError(f"give BASE and HEAD (got {len(sides)} argument(s)), or --base-ref GIT_REF HEAD")
-    return load_side(sides[0]), load_side(sides[1])
+    return load_side(sides[0], name), load_side(sides[1], name)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -191,12 +191,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in error.problems:
             print(problem, file=sys.stderr)
         return 1
-    if base.plan.get("stack") != head.plan.get("stack"):
-        print(
-            f"note: BASE plans stack {base.plan.get('stack')!r} and HEAD stack {head.plan.get('stack')!r}; "
-            "their URNs differ, so every resource is created or deleted",
-            file=sys.stderr,
-        )
     result = diff_plans(base.plan, head.plan)
     sys.stdout.write(RENDERERS[arguments.format](result, base.label, head.label))
     return 2 if result.changed else 0

@@ -6,10 +6,11 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from components.spec.errors import dotted
+from fleetctl.mocks import STACK_TYPE
 from fleetctl.plan import SECRET, region_of
 from fleetctl.replacements import (
     NEW_GENERATION,
@@ -130,6 +131,8 @@ class ResourceChange:
 @dataclass(frozen=True)
 class PlanDiff:
     resources: tuple[ResourceChange, ...]
+    notes: tuple[str, ...] = ()
+    """What the reader must know to read the diff (how resources were matched)."""
 
     @property
     def changed(self) -> bool:
@@ -485,11 +488,58 @@ def _pair(
     return pair
 
 
+def _restacked(value: Any, renames: Mapping[str, str], prefix: tuple[str, str]) -> Any:
+    """``value`` with each URN string moved to another stack: ``renames`` whole, else ``prefix`` replaced."""
+    if isinstance(value, str):
+        if value in renames:
+            return renames[value]
+        old, new = prefix
+        return new + value[len(old) :] if value.startswith(old) else value
+    if isinstance(value, list):
+        return [_restacked(item, renames, prefix) for item in value]
+    if isinstance(value, Mapping):
+        return {key: _restacked(item, renames, prefix) for key, item in value.items()}
+    return value
+
+
+def _logical_base(
+    base_plan: Mapping[str, Any], head_plan: Mapping[str, Any]
+) -> tuple[list[dict[str, Any]], dict[str, str], tuple[str, ...]]:
+    """BASE's resources, and for two stacks' plans, with HEAD's stack in every URN (the root
+    ``pulumi:pulumi:Stack`` is named ``<project>-<stack>`` too): a resource is then matched by its
+    logical identity, project, type chain and name. Also the original URN of each moved one, and
+    the note saying so."""
+    resources = list(base_plan.get("resources", []))
+    base_stack, head_stack = str(base_plan.get("stack") or ""), str(head_plan.get("stack") or "")
+    if not base_stack or not head_stack or base_stack == head_stack:
+        return resources, {}, ()
+    project = str(base_plan.get("project") or "")
+    old, new = f"urn:pulumi:{base_stack}::", f"urn:pulumi:{head_stack}::"
+    root = f"{project}::{STACK_TYPE}::{project}-"
+    renames = {f"{old}{root}{base_stack}": f"{new}{root}{head_stack}"}
+    moved = []
+    originals = {}
+    for resource in resources:
+        copy = _restacked(resource, renames, (old, new))
+        if copy.get("type") == STACK_TYPE and copy.get("name") == f"{project}-{base_stack}":
+            copy["name"] = f"{project}-{head_stack}"
+        originals[str(copy["urn"])] = str(resource["urn"])
+        moved.append(copy)
+    note = (
+        f"BASE plans stack {base_stack!r} and HEAD stack {head_stack!r}: resources are matched by their URN "
+        "without the stack name, but names derived from the stack name still differ "
+        "(--stack-name NAME plans both stack files as one stack)"
+    )
+    return moved, originals, (note,)
+
+
 def diff_plans(base_plan: Mapping[str, Any], head_plan: Mapping[str, Any]) -> PlanDiff:
     """Every resource that a move from ``base_plan`` to ``head_plan`` creates, updates,
     replaces, renames or deletes. Same URN, same resource; a HEAD resource whose
-    ``aliases`` name a BASE URN is that resource renamed."""
-    base_by_urn = {str(r["urn"]): _with_defaults(r) for r in base_plan.get("resources", [])}
+    ``aliases`` name a BASE URN is that resource renamed. Plans of two different stacks are
+    compared by logical identity (URNs without the stack), and the diff's notes say so."""
+    base_resources, originals, matched_by = _logical_base(base_plan, head_plan)
+    base_by_urn = {str(r["urn"]): _with_defaults(r) for r in base_resources}
     head_by_urn = {str(r["urn"]): _with_defaults(r) for r in head_plan.get("resources", [])}
     project = str(head_plan.get("project") or base_plan.get("project") or "")
     renamed = _renames(base_by_urn, head_by_urn)
@@ -539,8 +589,10 @@ def diff_plans(base_plan: Mapping[str, Any], head_plan: Mapping[str, Any]) -> Pl
         if renamed.get(urn, urn) not in base_by_urn
     ]
     gone = set(base_by_urn) - set(head_by_urn) - set(renamed.values())
-    results += [_created_or_deleted(DELETE, base_by_urn[urn], base_by_urn) for urn in gone]
-    return PlanDiff(tuple(sorted(results, key=_order)))
+    results += [
+        replace(_created_or_deleted(DELETE, base_by_urn[urn], base_by_urn), urn=originals.get(urn, urn)) for urn in gone
+    ]
+    return PlanDiff(tuple(sorted(results, key=_order)), matched_by)
 
 
 def _created_or_deleted(

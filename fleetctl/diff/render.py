@@ -65,7 +65,7 @@ def _loud_line(loud: Sequence[ResourceChange], shown: int = 5) -> str:
 
 
 def render_text(diff: PlanDiff, base_label: str, head_label: str) -> str:
-    lines = [f"diff {base_label} -> {head_label}"]
+    lines = [f"diff {base_label} -> {head_label}", *(f"note: {note}" for note in diff.notes)]
     if not diff.changed:
         lines.append("no changes")
         return "\n".join(lines) + "\n"
@@ -107,6 +107,7 @@ def _code(text: str) -> str:
 
 def render_markdown(diff: PlanDiff, base_label: str, head_label: str) -> str:
     lines = [f"### `fleetctl diff`: {_code(base_label)} → {_code(head_label)}", ""]
+    lines += [*(f"> Note: {_cell(note)}" for note in diff.notes), *([""] if diff.notes else [])]
     if not diff.changed:
         lines.append("No changes.")
         return "\n".join(lines) + "\n"
@@ -177,6 +178,7 @@ def render_json(diff: PlanDiff, base_label: str, head_label: str) -> str:
         "base": base_label,
         "head": head_label,
         "changed": diff.changed,
+        "notes": list(diff.notes),
         "summary": {**diff.counts(), "loud": len(diff.loud)},
         "regions": regions,
     }

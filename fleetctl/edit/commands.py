@@ -21,7 +21,8 @@ from fleetctl import diff
 from fleetctl.edit import operations
 from fleetctl.edit.document import ABSENT, Edit, Operation, prepare_edit
 from fleetctl.positions import locate
-from fleetctl.stackfile import display_path, parse_stack_bytes, stack_path
+from fleetctl.project import resolve_stack
+from fleetctl.stackfile import display_path, parse_stack_bytes
 
 COMMANDS = ("endpoint", "scale", "topology", "store", "stop", "start", "image", "region", "canary")
 """Top-level fleetctl commands that edit a stack file."""
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
 def _options() -> argparse.ArgumentParser:
     options = argparse.ArgumentParser(add_help=False)
     which = options.add_mutually_exclusive_group(required=True)
-    which.add_argument("--stack", metavar="NAME", help="edit stacks/Pulumi.NAME.yaml")
+    which.add_argument("--stack", metavar="NAME", help="edit the stack file of stack NAME in the Pulumi project here")
     which.add_argument("--stack-file", metavar="PATH", type=Path, help="edit this stack file")
     options.add_argument("--dry-run", action="store_true", help="print the diff of the stack file; write nothing")
     options.add_argument(
@@ -210,7 +211,12 @@ def _canary_weight(arguments: argparse.Namespace) -> Operation:
 
 
 def run(arguments: argparse.Namespace) -> int:
-    path: Path = arguments.stack_file or stack_path(arguments.stack)
+    try:
+        path: Path = arguments.stack_file or resolve_stack(arguments.stack).path
+    except ProblemsError as error:  # no project here, or no such stack
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return 1
     operation: Operation = arguments.edit(arguments)
     try:
         edit = prepare_edit(path, operation)

@@ -22,7 +22,8 @@ from typing import Any
 
 from components.spec import Endpoint, StackSpec
 from components.spec.errors import ProblemsError
-from fleetctl.stackfile import load_stack, stack_path
+from fleetctl.project import resolve_stack
+from fleetctl.stackfile import load_stack
 from fleetctl.verify.client import CheckError, Client
 from fleetctl.verify.incluster import (
     Target,
@@ -50,7 +51,9 @@ class Check:
 def parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fleetctl verify", description=__doc__.split("\n\n")[0])
     which = parser.add_mutually_exclusive_group()
-    which.add_argument("--stack", metavar="NAME", default="dev", help="stacks/Pulumi.NAME.yaml and its outputs")
+    which.add_argument(
+        "--stack", metavar="NAME", help="the stack of the Pulumi project here (default: the one pulumi has selected)"
+    )
     which.add_argument("--stack-file", metavar="PATH", type=Path, help="read this stack file")
     parser.add_argument(
         "--outputs", metavar="FILE", type=Path, help="stack outputs as JSON (default: pulumi stack output)"
@@ -213,7 +216,7 @@ def table(checks: Sequence[Check]) -> str:
 def main(argv: Sequence[str] | None = None) -> int:
     arguments = parser().parse_args(argv)
     try:
-        stack_file, spec = load_stack(arguments.stack_file or stack_path(arguments.stack))
+        stack_file, spec = load_stack(arguments.stack_file or resolve_stack(arguments.stack).path)
     except ProblemsError as error:
         for problem in error.problems:
             print(problem, file=sys.stderr)

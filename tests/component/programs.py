@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 import textwrap
 from functools import cache
 from pathlib import Path
 from typing import Any
 
 from fleetctl.plan import Plan, run_program, write_plan
-from fleetctl.stackfile import StackFile, read_stack_file, stack_path
+from fleetctl.stackfile import PROJECT_ROOT, StackFile, read_stack_file, stack_path
 
 PRELUDE = "import pulumi\nimport pulumi_aws as aws\nimport pulumi_kubernetes as k8s\n"
 
@@ -48,3 +50,28 @@ def edited(directory: Path, stack: str, *replacements: tuple[str, str]) -> Path:
 def plan_directory(stack_file: Path, out: Path) -> Path:
     write_plan(run_program(read_stack_file(stack_file)), out)
     return out
+
+
+PROJECT_FILES = ("Pulumi.yaml", "__main__.py", "requirements.txt", "constraints.txt")
+PROJECT_DIRECTORIES = ("components", "config", "fleetctl", "policy", "stacks")
+
+
+def project_copy(directory: Path) -> Path:
+    """A copy of this checkout's program, fleetctl and stacks (what a plan needs), in ``directory``."""
+    directory.mkdir(parents=True, exist_ok=True)
+    for name in PROJECT_FILES:
+        shutil.copyfile(PROJECT_ROOT / name, directory / name)
+    for name in PROJECT_DIRECTORIES:
+        shutil.copytree(PROJECT_ROOT / name, directory / name, ignore=shutil.ignore_patterns("__pycache__", "venv"))
+    return directory
+
+
+def git(repository: Path, *arguments: str) -> str:
+    result = subprocess.run(
+        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments],
+        cwd=repository,
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    return result.stdout

@@ -6,15 +6,16 @@ import json
 import shutil
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components.catalog import pins
-from fleetctl.diff import main
+from fleetctl.diff import baseref, main
 from fleetctl.stackfile import stack_path
-from tests.component.programs import edited, plan_directory
+from tests.component.programs import edited, git, plan_directory, project_copy
 
 NEW_REGION = """\
     eu-central-1:
@@ -235,24 +236,24 @@ def test_usage_errors_exit_1_not_2(argv: list[str], capsys: pytest.CaptureFixtur
     assert err.startswith("error: ")
 
 
-def git(repository: Path, *arguments: str) -> None:
-    subprocess.run(
-        ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments],
-        cwd=repository,
-        check=True,
-        capture_output=True,
-    )
+@pytest.fixture
+def repository(tmp_path: Path) -> Path:
+    """A git repository holding a copy of this checkout's program and stacks, committed once."""
+    root = project_copy(tmp_path / "repo")
+    git(root, "init", "--quiet")
+    git(root, "add", ".")
+    git(root, "commit", "--quiet", "-m", "base")
+    return root
+
+
+IDLE_TIMEOUT = ("IDLE_TIMEOUT_SECONDS = 600\n", "IDLE_TIMEOUT_SECONDS = 300\n")
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_base_ref_plans_the_stack_file_as_it_was_at_that_commit(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    repository: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    stack = edited(tmp_path / "repo" / "stacks", "dev")
-    git(tmp_path / "repo", "init", "--quiet")
-    git(tmp_path / "repo", "add", ".")
-    git(tmp_path / "repo", "commit", "--quiet", "-m", "dev stack")
-    edited(tmp_path / "repo" / "stacks", "dev", RAISE_GPU_MAX_SIZE)
+    stack = edited(repository / "stacks", "dev", RAISE_GPU_MAX_SIZE)
     code, out, err = run(capsys, "--base-ref", "HEAD", stack, "--format", "json")
     assert code == 2, err
     document = json.loads(out)
@@ -263,12 +264,129 @@ def test_base_ref_plans_the_stack_file_as_it_was_at_that_commit(
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_base_ref_plans_the_base_with_the_base_commits_own_program(
+    repository: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stack file is the same at both commits; only the base's program differs (its routes'
+    idle timeout), and the diff shows what that program change does."""
+    route = repository / "components" / "render" / "route.py"
+    text = route.read_text()
+    assert text.count(IDLE_TIMEOUT[0]) == 1
+    route.write_text(text.replace(*IDLE_TIMEOUT))
+    git(repository, "commit", "--quiet", "-am", "a shorter idle timeout")
+    route.write_text(text)
+    git(repository, "commit", "--quiet", "-am", "back to 600 s")
+    code, out, err = run(capsys, "--base-ref", "HEAD~1", repository / "stacks" / "Pulumi.dev.yaml", "--format", "json")
+    assert code == 2, err
+    changed = {
+        (entry["type"], change["path"], change["old"], change["new"])
+        for entry in resources(json.loads(out))
+        for change in entry["changes"]
+        if entry["type"] == "kubernetes:networking.k8s.io/v1:Ingress"
+    }
+    attribute = "metadata.annotations['alb.ingress.kubernetes.io/load-balancer-attributes']"
+    assert changed == {
+        (
+            "kubernetes:networking.k8s.io/v1:Ingress",
+            attribute,
+            "idle_timeout.timeout_seconds=300",
+            "idle_timeout.timeout_seconds=600",
+        )
+    }
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_base_ref_whose_pins_differ_and_cannot_be_installed_is_refused_leaving_nothing(
+    repository: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (repository / "requirements.txt").write_text("fleetctl-test-no-such-package==1.0\n")
+    git(repository, "commit", "--quiet", "-am", "other pins")
+    git(repository, "checkout", "--quiet", "HEAD~1", "--", "requirements.txt")
+    git(repository, "commit", "--quiet", "-am", "today's pins")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("FLEETCTL_CACHE_DIR", str(cache))
+    monkeypatch.setenv("PIP_NO_INDEX", "1")  # offline: the package cannot be found
+    monkeypatch.setenv("PIP_FIND_LINKS", str(tmp_path))
+    code, out, err = run(capsys, "--base-ref", "HEAD~1", repository / "stacks" / "Pulumi.dev.yaml")
+    assert (code, out) == (1, "")
+    [line] = err.splitlines()
+    assert line.startswith(
+        "error: HEAD~1:stacks/Pulumi.dev.yaml: the commit pins other packages than this checkout "
+        "(requirements.txt or constraints.txt), and building a virtualenv with them failed: "
+    )
+    assert list((cache / "base-venvs").iterdir()) == []
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
+def test_base_ref_whose_pins_differ_runs_in_the_virtualenv_built_for_them(
+    repository: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A virtualenv already built for the base's pins is used as it is (here one that runs this
+    interpreter, so the test needs no package index)."""
+    requirements = repository / "requirements.txt"
+    requirements.write_text(requirements.read_text() + "# the base's own pins\n")
+    git(repository, "commit", "--quiet", "-am", "other pins")
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("FLEETCTL_CACHE_DIR", str(cache))
+    monkeypatch.setattr(baseref, "_build_venv", fake_build(sys.executable, tmp_path / "ran"))
+    stack = edited(repository / "stacks", "dev", RAISE_GPU_MAX_SIZE)
+    code, _, err = run(capsys, "--base-ref", "HEAD", stack)
+    assert code == 2, err
+    assert (tmp_path / "ran").read_text() == "built\n"
+    assert len(list((cache / "base-venvs").iterdir())) == 1  # kept for the next run
+    (tmp_path / "ran").unlink()
+    code, _, err = run(capsys, "--base-ref", "HEAD", stack)
+    assert code == 2, err
+    assert not (tmp_path / "ran").exists(), "the cached virtualenv is used, not built again"
+
+
+def fake_build(python: str, log: Path) -> Callable[[Path, Path, str], None]:
+    """A stand-in for pip: a "virtualenv" whose python runs ``python``, complete as a built one."""
+
+    def build(root: Path, venv: Path, label: str) -> None:
+        (venv / "bin").mkdir(parents=True)
+        script = venv / "bin" / "python"
+        script.write_text(f'#!/bin/sh\nexec {python} "$@"\n')
+        script.chmod(0o755)
+        (venv / ".fleetctl-complete").write_text("")
+        log.write_text("built\n")
+
+    return build
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")
 def test_base_ref_that_git_does_not_know_exits_1(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     stack = edited(tmp_path / "repo", "dev")
     git(tmp_path / "repo", "init", "--quiet")
     code, _, err = run(capsys, "--base-ref", "no-such-ref", stack)
     assert code == 1
     assert err.startswith("error: git show no-such-ref:Pulumi.dev.yaml: ")
+
+
+def test_two_stack_files_of_different_stacks_are_matched_by_logical_identity(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    copy = tmp_path / "Pulumi.dev-copy.yaml"
+    copy.write_bytes(stack_path("dev").read_bytes())
+    code, out, err = run(capsys, stack_path("dev"), copy, "--format", "json")
+    assert code == 2, err
+    document = json.loads(out)
+    assert document["notes"][0].startswith("BASE plans stack 'dev' and HEAD stack 'dev-copy': resources are matched")
+    created = [(entry["type"], entry["name"]) for entry in resources(document) if entry["action"] == "create"]
+    deleted = [(entry["type"], entry["name"]) for entry in resources(document) if entry["action"] == "delete"]
+    # Only the fleet component is named after the stack; everything else is the same resource.
+    assert created == [("inference-fleet:fleet:Fleet", "inference-fleet-dev-copy")]
+    assert deleted == [("inference-fleet:fleet:Fleet", "inference-fleet-dev")]
+    code, out, err = run(capsys, stack_path("dev"), copy)
+    assert out.splitlines()[1].startswith("note: BASE plans stack 'dev' and HEAD stack 'dev-copy'")
+
+
+def test_stack_name_plans_both_stack_files_as_one_stack(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    copy = tmp_path / "Pulumi.dev-copy.yaml"
+    copy.write_bytes(stack_path("dev").read_bytes())
+    code, out, err = run(capsys, stack_path("dev"), copy, "--stack-name", "dev")
+    assert (code, err) == (0, "")
+    assert out.splitlines()[-1] == "no changes"
 
 
 def test_module_runs_as_a_process_with_exit_status_2_for_changes(base_plans: dict[str, Path], scaled_dev: Path) -> None:

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fleetctl.plan import SECRET, Plan, ProgramError, manifest_files, write_plan
+from fleetctl.mocks import load_balancer_hostname
+from fleetctl.plan import SECRET, Plan, ProgramError, manifest_files, region_of, write_plan
 from tests.component.programs import by_type, example_plan, run_snippet
 
 PROJECT_STACKS = ("dev", "prod")
@@ -157,3 +158,24 @@ def test_a_failed_write_leaves_the_previous_plan_in_place(tmp_path: Path, monkey
         write_plan(example_plan("prod"), out)
     assert (out / "plan.json").read_bytes() == before
     assert [path.name for path in tmp_path.iterdir()] == ["plan"]
+
+
+def test_every_route_of_a_region_gets_the_hostname_of_its_one_load_balancer() -> None:
+    plan = example_plan("prod")
+    by_urn = {resource["urn"]: resource for resource in plan.resources}
+    routes = by_type(plan, "kubernetes:networking.k8s.io/v1:Ingress")
+    assert sorted(region_of(route, by_urn) or "" for route in routes) == [
+        "eu-west-1",
+        "eu-west-1",
+        "us-east-1",
+        "us-east-1",
+    ]
+    hosts: dict[str, set[str]] = {}
+    for regions in plan.outputs["endpoints"].values():
+        for region, record in regions.items():
+            hosts.setdefault(region, set()).add(record["address"].split("/")[2])
+    assert hosts == {
+        "eu-west-1": {load_balancer_hostname("eu-west-1")},
+        "us-east-1": {load_balancer_hostname("us-east-1")},
+    }
+    assert load_balancer_hostname("us-east-1") == "k8s-inference-fleet-offline.us-east-1.elb.amazonaws.com"

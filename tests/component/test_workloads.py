@@ -126,7 +126,7 @@ def test_an_autoscaled_deployment_does_not_send_a_replica_count() -> None:
 def test_each_endpoint_and_region_exports_its_engine_record_with_the_routed_address() -> None:
     records = example_plan("dev").outputs["endpoints"]
     record = EndpointRecord.from_dict(records["assistant"]["us-west-2"])
-    assert record.address == "http://us-west-2-assistant.offline.elb.amazonaws.com/inference/assistant"
+    assert record.address == "http://k8s-inference-fleet-offline.us-west-2.elb.amazonaws.com/inference/assistant"
     assert record.capabilities.context_length == 32768
     assert EndpointRecord.from_dict(record.to_dict()) == record
     assert set(records) == {"assistant", "chat-pd", "kv-cache"}

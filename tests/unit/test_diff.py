@@ -523,3 +523,35 @@ def test_no_changes_says_so_in_every_format() -> None:
     assert render_text(empty, "a", "b").splitlines()[-1] == "no changes"
     assert "No changes." in render_markdown(empty, "a", "b")
     assert json.loads(render_json(empty, "a", "b"))["changed"] is False
+
+
+def on_stack(document: dict[str, Any], stack: str) -> dict[str, Any]:
+    """``document`` (a plan of stack ``test``) as the plan of ``stack``, with its root Stack resource."""
+    root = f"urn:pulumi:{stack}::{PROJECT}::pulumi:pulumi:Stack::{PROJECT}-{stack}"
+    text = json.dumps(document).replace("urn:pulumi:test::", f"urn:pulumi:{stack}::")
+    moved: dict[str, Any] = json.loads(text)
+    for entry in moved["resources"]:
+        entry["parent"] = root
+    stack_resource = {"urn": root, "type": "pulumi:pulumi:Stack", "name": f"{PROJECT}-{stack}", "custom": False}
+    return {**moved, "stack": stack, "resources": [stack_resource, *moved["resources"]]}
+
+
+def test_plans_of_two_stacks_are_matched_by_urn_without_the_stack_and_the_output_says_so() -> None:
+    base = on_stack(plan(resource(ROLE, "a", {"description": "x"}), resource(ROLE, "gone", {})), "dev")
+    head = on_stack(plan(resource(ROLE, "a", {"description": "y"})), "dev-copy")
+    diff = diff_plans(base, head)
+    assert [(change.action, change.name, change.urn) for change in diff.resources] == [
+        ("delete", "gone", f"urn:pulumi:dev::{PROJECT}::{ROLE}::gone"),
+        ("update", "a", f"urn:pulumi:dev-copy::{PROJECT}::{ROLE}::a"),
+    ]
+    [note] = diff.notes
+    assert note.startswith("BASE plans stack 'dev' and HEAD stack 'dev-copy': resources are matched by their URN ")
+    assert render_text(diff, "a", "b").splitlines()[1] == f"note: {note}"
+    assert f"> Note: {note}" in render_markdown(diff, "a", "b")
+    assert json.loads(render_json(diff, "a", "b"))["notes"] == [note]
+
+
+def test_plans_of_one_stack_have_no_note() -> None:
+    document = on_stack(plan(resource(ROLE, "a", {})), "dev")
+    assert diff_plans(document, document).notes == ()
+    assert json.loads(render_json(diff_plans(document, document), "a", "b"))["notes"] == []

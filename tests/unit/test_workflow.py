@@ -3,11 +3,13 @@ project's own commands."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 from pathlib import Path
 from typing import Any
 
+import pytest
 from ruamel.yaml import YAML
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -76,3 +78,59 @@ def test_every_run_script_is_valid_bash() -> None:
         if "run" in step:
             checked = subprocess.run(["bash", "-n"], input=step["run"], text=True, capture_output=True, check=False)
             assert checked.returncode == 0, checked.stderr
+
+
+def plan_diff_script() -> str:
+    job = workflow()["jobs"]["offline-plan-diff"]
+    return str(next(step["run"] for step in job["steps"] if step.get("name", "").startswith("Plan every")))
+
+
+BOTH = ["stacks/Pulumi.dev.yaml", "stacks/Pulumi.prod.yaml"]
+
+
+@pytest.mark.parametrize(
+    ("changed", "diffed"),
+    [
+        ("components/render/route.py", BOTH),
+        ("config/pins.yaml", BOTH),
+        ("requirements.txt", BOTH),
+        ("constraints.txt", BOTH),
+        ("__main__.py", BOTH),
+        ("fleetctl/mocks.py", BOTH),
+        ("stacks/Pulumi.dev.yaml", ["stacks/Pulumi.dev.yaml"]),
+        ("README.md", []),
+    ],
+)
+def test_the_offline_plan_diff_plans_every_stack_when_what_a_plan_depends_on_changed(
+    changed: str, diffed: list[str], tmp_path: Path
+) -> None:
+    repository = tmp_path / "repo"
+    files = [*BOTH, "components/render/route.py", "config/pins.yaml", "requirements.txt", "constraints.txt"]
+    for name in [*files, "__main__.py", "fleetctl/mocks.py", "README.md"]:
+        (repository / name).parent.mkdir(parents=True, exist_ok=True)
+        (repository / name).write_text("before\n")
+    fleetctl = repository / ".venv" / "bin" / "fleetctl"
+    fleetctl.parent.mkdir(parents=True)
+    fleetctl.write_text('#!/bin/sh\necho "$*" >> "$FLEETCTL_CALLS"\nexit 2\n')
+    fleetctl.chmod(0o755)
+
+    def git(*arguments: str) -> None:
+        command = ["git", "-c", "user.name=t", "-c", "user.email=t@example.com", *arguments]
+        subprocess.run(command, cwd=repository, check=True, capture_output=True)
+
+    git("init", "--quiet")
+    git("add", "--", *files, "__main__.py", "fleetctl/mocks.py", "README.md")
+    git("commit", "--quiet", "-m", "base")
+    git("branch", "base")
+    (repository / changed).write_text("after\n")
+    git("commit", "--quiet", "-am", "change")
+    calls = tmp_path / "calls"
+    calls.touch()
+    environment = {**os.environ, "BASE": "base", "FLEETCTL_CALLS": str(calls)}
+    ran = subprocess.run(
+        ["bash", "-e", "-c", plan_diff_script()], cwd=repository, env=environment, capture_output=True, text=True
+    )
+    assert ran.returncode == 0, ran.stderr
+    assert calls.read_text().splitlines() == [f"diff --base-ref base {name} --format markdown" for name in diffed]
+    summary = (repository / "diff.md").read_text()
+    assert ("every stack is planned" in summary) == (diffed == BOTH and not changed.startswith("stacks/"))
