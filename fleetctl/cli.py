@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -82,7 +83,7 @@ def _default_out(stack: str) -> Path:
     return root / "build" / "plan" / stack
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _main(argv: Sequence[str] | None = None) -> int:
     words = list(sys.argv[1:] if argv is None else argv)
     if words[:1] == ["diff"]:
         return diff.main(words[1:])
@@ -117,6 +118,30 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _report(report(violations))
         print("policy: every rule of policy/ holds")
     return 0
+
+
+BROKEN_PIPE_STATUS = 141
+"""What a shell reports for a command stopped by SIGPIPE (128 + 13), as ``yes | head -1`` does."""
+INTERRUPTED_STATUS = 130
+"""128 + SIGINT."""
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """fleetctl's entry point: the command's exit status, and no traceback when the reader of
+    stdout goes away (``fleetctl ... | head -1``) or the user presses Ctrl-C."""
+    try:
+        status = _main(argv)
+        sys.stdout.flush()  # here, not at interpreter exit, so a closed pipe is caught below
+    except BrokenPipeError:
+        # The Python documentation's recipe (signal module, "Note on SIGPIPE"): send what is still
+        # buffered to devnull, so the interpreter's own flush at exit does not fail a second time.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return BROKEN_PIPE_STATUS
+    except KeyboardInterrupt:
+        print("fleetctl: interrupted", file=sys.stderr)
+        return INTERRUPTED_STATUS
+    return status
 
 
 if __name__ == "__main__":

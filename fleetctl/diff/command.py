@@ -145,7 +145,7 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fleetctl diff",
-        usage="%(prog)s [--format {text,markdown,json}] [--stack-name NAME] (BASE HEAD | --base-ref GIT_REF HEAD)",
+        usage="%(prog)s [--output {text,markdown,json}] [--stack-name NAME] (BASE HEAD | --base-ref GIT_REF HEAD)",
         description="Compare two offline plans: per region, what a stack edit creates, updates, replaces, deletes.",
         epilog="BASE and HEAD are plan directories (fleetctl plan --out) or stack files, planned on the fly. "
         "Exit status: 0 no change, 2 changes, 1 error.",
@@ -156,7 +156,16 @@ def _parser() -> argparse.ArgumentParser:
         metavar="GIT_REF",
         help="BASE is HEAD's stack file as it was at this commit, planned by that commit's own program",
     )
-    parser.add_argument("--format", choices=sorted(RENDERERS), default="text", help="output format (default: text)")
+    parser.add_argument(
+        "--output",
+        choices=sorted(RENDERERS),
+        default="text",
+        help="text for people (default), markdown for a pull request comment, json for scripts",
+    )
+    # The option's first spelling: kept working for the scripts that use it, not shown in --help.
+    parser.add_argument(
+        "--format", dest="output", choices=sorted(RENDERERS), default=argparse.SUPPRESS, help=argparse.SUPPRESS
+    )
     parser.add_argument(
         "--stack-name",
         metavar="NAME",
@@ -192,5 +201,5 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(problem, file=sys.stderr)
         return 1
     result = diff_plans(base.plan, head.plan)
-    sys.stdout.write(RENDERERS[arguments.format](result, base.label, head.label))
+    sys.stdout.write(RENDERERS[arguments.output](result, base.label, head.label))
     return 2 if result.changed else 0

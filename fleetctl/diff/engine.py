@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 from collections import Counter
@@ -182,7 +183,7 @@ def _masked(value: Any) -> Any:
 
 
 def diff_values(old: Any, new: Any, path: PropertyPath = ()) -> Iterator[Change]:
-    """The leaves where ``old`` and ``new`` differ; lists compared index by index."""
+    """The leaves where ``old`` and ``new`` differ; lists item by item (:func:`_list_changes`)."""
     if old == SECRET or new == SECRET:
         if not (old == SECRET and new == SECRET):
             yield Change(path, _masked(old), _masked(new))
@@ -192,12 +193,7 @@ def diff_values(old: Any, new: Any, path: PropertyPath = ()) -> Iterator[Change]
             yield from diff_values(old.get(key, ABSENT), new.get(key, ABSENT), (*path, key))
         return
     if isinstance(old, list) and isinstance(new, list):
-        for index in range(max(len(old), len(new))):
-            yield from diff_values(
-                old[index] if index < len(old) else ABSENT,
-                new[index] if index < len(new) else ABSENT,
-                (*path, index),
-            )
+        yield from _list_changes(old, new, path)
         return
     if _equal(old, new):
         return
@@ -207,6 +203,28 @@ def diff_values(old: Any, new: Any, path: PropertyPath = ()) -> Iterator[Change]
             yield from diff_values(old_document, new_document, (*path, JSON_TEXT))
             return
     yield Change(path, old, new)
+
+
+def _list_changes(old: list[Any], new: list[Any], path: PropertyPath) -> Iterator[Change]:
+    """An item inserted or removed is one change at its own index (BASE's for a removed item,
+    HEAD's for an inserted one), not every later item shifted by one; items replaced in place
+    are compared inside, at HEAD's index. The alignment is difflib's longest matching runs."""
+    matcher = difflib.SequenceMatcher(None, [_identity(item) for item in old], [_identity(item) for item in new], False)
+    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        paired = min(old_end - old_start, new_end - new_start) if tag == "replace" else 0
+        for offset in range(paired):
+            yield from diff_values(old[old_start + offset], new[new_start + offset], (*path, new_start + offset))
+        for index in range(old_start + paired, old_end):
+            yield Change((*path, index), old[index], ABSENT)
+        for index in range(new_start + paired, new_end):
+            yield Change((*path, index), ABSENT, new[index])
+
+
+def _identity(item: Any) -> str:
+    """What makes two list items the same item: their whole value (``True`` is not ``1``)."""
+    return json.dumps(item, sort_keys=True, default=repr)
 
 
 _STEP = re.compile(r'\[(?P<index>\d+|\*)\]|\["(?P<quoted>(?:[^"\\]|\\.)*)"\]|(?P<key>[^.\[\]]+)|\.')

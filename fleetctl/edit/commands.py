@@ -12,12 +12,12 @@ import difflib
 import functools
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from components.spec.errors import ProblemsError
-from fleetctl import diff
+from components.spec.errors import Problem, ProblemsError
+from fleetctl import diff, stackfile
 from fleetctl.edit import operations
 from fleetctl.edit.document import ABSENT, Edit, Operation, prepare_edit
 from fleetctl.positions import locate
@@ -226,9 +226,7 @@ def run(arguments: argparse.Namespace) -> int:
             edit.write()
     except ProblemsError as error:  # the file, the edit, the resulting config or its plan
         # Placed in the file as it is on disk, which a refused edit leaves as it was.
-        for problem in locate(error.problems, path):
-            print(problem, file=sys.stderr)
-        return 1
+        return _refused(arguments, path, locate(error.problems, path))
     written = edit.changed and not arguments.dry_run
     if arguments.output == "json":
         record = _record(arguments, path, edit, written)
@@ -250,6 +248,28 @@ def _infrastructure_change(path: Path, edit: Edit) -> diff.PlanDiff:
     return diff.diff_plans(before, after)
 
 
+def _refused(arguments: argparse.Namespace, path: Path, problems: Sequence[Problem]) -> int:
+    """Exit 1 with the problems: ``error:`` lines on stderr, or with ``--output json`` the
+    edit's JSON record on stdout, nothing written and every problem in it."""
+    if arguments.output != "json":
+        for problem in problems:
+            print(problem, file=sys.stderr)
+        return 1
+    record = {
+        "file": display_path(path),
+        "stack": stackfile.stack_name(path),
+        "command": arguments.edit_label,
+        "endpoint": arguments.name,
+        "dry_run": arguments.dry_run,
+        "written": False,
+        "changes": [],
+        "notes": [],
+        "problems": [problem.as_json() for problem in problems],
+    }
+    print(json.dumps(record, indent=2))
+    return 1
+
+
 def _record(arguments: argparse.Namespace, path: Path, edit: Edit, written: bool) -> dict[str, Any]:
     return {
         "file": display_path(path),
@@ -260,6 +280,7 @@ def _record(arguments: argparse.Namespace, path: Path, edit: Edit, written: bool
         "written": written,
         "changes": [change.as_json() for change in edit.changes],
         "notes": list(edit.notes),
+        "problems": [],
         "diff": _diff(path, edit),
     }
 

@@ -285,7 +285,7 @@ def prepare_edit(path: Path, operation: Operation) -> Edit:
     notes = tuple(operation(document.config))
     after = document.render()
     if after == document.original:
-        return Edit(document, after, notes, ())
+        return Edit(document, after, notes or ("the stack file already says so",), ())
     edited = parse_stack_bytes(path, after)
     validate_stack(edited.project_config, stack=edited.stack)
     changes = tuple(config_changes(document.project_config, edited.project_config))

@@ -95,6 +95,15 @@ def _block(parent: CommentedMap, key: str, order: Sequence[str], path: Sequence[
     return value
 
 
+def _plain(value: Any) -> Any:
+    """A round-trip value as plain data: mappings compare without their key order."""
+    if isinstance(value, dict):
+        return {str(key): _plain(item) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_plain(item) for item in value]
+    return value
+
+
 def _set_unless_default(mapping: CommentedMap, key: str, value: Any, default: Any, order: Sequence[str]) -> None:
     """Change a present key; add an absent one only if the value differs from what absence means."""
     if key in mapping or value != default:
@@ -123,8 +132,6 @@ def add_endpoint(
     cold_tier: bool = False,
 ) -> list[str]:
     path: list[str | int] = ["endpoints", name]
-    if name in endpoint_names(config):
-        raise _refuse(path, "already exists; change it with the other fleetctl commands, or remove it first")
     if mooncake_mode is None:
         given = {"--prefill": prefill, "--decode": decode, "--protocol": protocol, "--cold-tier": cold_tier or None}
         problems = [
@@ -162,6 +169,10 @@ def add_endpoint(
         if protocol is not None:
             mooncake["transfer"] = CommentedMap(protocol=protocol)
         endpoint["mooncake"] = mooncake
+    if name in endpoint_names(config):
+        if _plain(_endpoint(config, name)) == _plain(endpoint):
+            return [f"{name} already exists as given"]
+        raise _refuse(path, "already exists; change it with the other fleetctl commands, or remove it first")
     endpoints = _section(config, "endpoints")
     if endpoints is None:
         endpoints = CommentedMap()
@@ -171,6 +182,9 @@ def add_endpoint(
 
 
 def remove_endpoint(config: CommentedMap, name: str) -> list[str]:
+    if name not in endpoint_names(config):
+        known = ", ".join(endpoint_names(config)) or "none"
+        return [f"{name} is not an endpoint of this stack (endpoints: {known}): nothing to remove"]
     _endpoint(config, name)
     key = _section_key(config, "endpoints")
     endpoints = _section(config, "endpoints")
@@ -246,15 +260,16 @@ def configure_store(
         )
     if cold_tier and enabled is False:
         raise _refuse([*path, "cold_tier_enabled"], "--cold-tier needs the store enabled; drop --disable")
-    canonical: dict[str, str] = {}
+    given: dict[str, str] = {}
     problems = []
     for key, size in sizes.items():
         if size is None:
             continue
         try:
-            canonical[key] = canonical_byte_size(size)
+            canonical_byte_size(size)  # refused here, before any edit, when it is no byte size
         except PydanticCustomError as error:
             problems.append(Problem(dotted([*path, key]), error.message()))
+        given[key] = size.strip()
     if problems:
         raise EditError(problems)
     endpoint = _endpoint(config, name)
@@ -269,11 +284,11 @@ def configure_store(
         enabled = True
     if enabled is not None:
         _set_unless_default(store, "enabled", enabled, on_by_default, STORE_ORDER)
-    for key, digits in canonical.items():
+    for key, size in given.items():
         current = store.get(key)
-        # Canonical digits must stay a string in YAML: quoted, in the file's style if it had one.
-        store_value = digits if isinstance(current, ScalarString) else DoubleQuotedScalarString(digits)
-        set_entry(store, key, store_value, STORE_ORDER)
+        if current is not None and _same_size(current, size):
+            continue  # the file already says so, in its own spelling
+        set_entry(store, key, _size_scalar(size, current), STORE_ORDER)
     if offload is not None:
         _set_unless_default(store, "offload", offload, "cpu", STORE_ORDER)
     if cold_tier is not None:
@@ -283,11 +298,29 @@ def configure_store(
     return notes
 
 
+def _same_size(current: Any, size: str) -> bool:
+    try:
+        return canonical_byte_size(current) == canonical_byte_size(size)
+    except PydanticCustomError:
+        return False  # the file's value is no size; the given one replaces it
+
+
+def _size_scalar(size: str, current: Any) -> Any:
+    """A byte size as the user wrote it (``32GiB`` stays ``32GiB``). Digits alone are quoted, so
+    YAML keeps them a string; a quoted value keeps the file's quotes."""
+    if isinstance(current, ScalarString):
+        return type(current)(size)
+    return DoubleQuotedScalarString(size) if size.isdigit() else size
+
+
 def set_desired_state(config: CommentedMap, name: str, state: str) -> list[str]:
     endpoint = _endpoint(config, name)
     if endpoint.get("desired_state", "running") == state:
         return [f"{name} is already {state}"]
-    _set_unless_default(endpoint, "desired_state", state, "running", ENDPOINT_ORDER)
+    if state == "running":
+        remove_entry(endpoint, "desired_state")  # running is what no desired_state means: stop, start is no change
+    else:
+        set_entry(endpoint, "desired_state", state, ENDPOINT_ORDER)
     return []
 
 
@@ -370,6 +403,8 @@ def _check_declared(config: CommentedMap, path: Sequence[str | int], region: str
 def start_canary(config: CommentedMap, name: str, *, image: str, weight: int, replicas: int | None = None) -> list[str]:
     endpoint = _endpoint(config, name)
     current = endpoint.get("canary")
+    if isinstance(current, CommentedMap) and _same_canary(current, image.strip(), weight, replicas):
+        return [f"{name} already has this canary"]
     if current is not None:
         described = (
             f" (image {current.get('image')}, weight {current.get('weight', 10)})"
@@ -389,6 +424,13 @@ def start_canary(config: CommentedMap, name: str, *, image: str, weight: int, re
     return []
 
 
+def _same_canary(canary: CommentedMap, image: str, weight: int, replicas: int | None) -> bool:
+    """The canary is the one asked for (the replicas only when they are asked for)."""
+    fields = Canary.model_fields
+    same = str(canary.get("image", "")).strip() == image and canary.get("weight", fields["weight"].default) == weight
+    return same and (replicas is None or canary.get("replicas", fields["replicas"].default) == replicas)
+
+
 def _canary(endpoint: CommentedMap, name: str) -> CommentedMap:
     canary = endpoint.get("canary")
     if canary is None:
@@ -403,12 +445,16 @@ def _canary(endpoint: CommentedMap, name: str) -> CommentedMap:
 
 def set_canary_weight(config: CommentedMap, name: str, weight: int) -> list[str]:
     canary = _canary(_endpoint(config, name), name)
+    if canary.get("weight") == weight:
+        return [f"the canary of {name} already has weight {weight}"]
     set_entry(canary, "weight", weight, CANARY_ORDER)
     return []
 
 
 def promote_canary(config: CommentedMap, name: str) -> list[str]:
     endpoint = _endpoint(config, name)
+    if endpoint.get("canary") is None:
+        return [f"{name} has no canary to promote (promoted or rolled back already?)"]
     image = _canary(endpoint, name).get("image")
     if not isinstance(image, str) or not image.strip():
         raise _refuse(["endpoints", name, "canary", "image"], "is required to promote the canary: add it")
@@ -419,6 +465,8 @@ def promote_canary(config: CommentedMap, name: str) -> list[str]:
 
 def rollback_canary(config: CommentedMap, name: str) -> list[str]:
     endpoint = _endpoint(config, name)
+    if endpoint.get("canary") is None:
+        return [f"{name} has no canary to roll back (rolled back or promoted already?)"]
     _canary(endpoint, name)
     remove_entry(endpoint, "canary")
     return []

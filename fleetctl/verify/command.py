@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import subprocess
 import sys
@@ -63,21 +64,31 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--auth-env", metavar="VAR", help="send 'Authorization: Bearer $VAR' (the value never in config)"
     )
-    parser.add_argument("--timeout", type=float, default=30.0, help="seconds per request (default 30)")
-    parser.add_argument("--deadline", type=float, default=600.0, help="seconds for the whole run (default 600)")
-    parser.add_argument("--triton-model", default="identity", help="Triton model to infer on (an identity model)")
-    parser.add_argument("--triton-input", default="INPUT0")
-    parser.add_argument("--triton-output", default="OUTPUT0")
+    parser.add_argument("--timeout", type=_seconds, default=30.0, help="seconds per request (default 30)")
+    parser.add_argument("--deadline", type=_seconds, default=600.0, help="seconds for the whole run (default 600)")
+    parser.add_argument(
+        "--triton-model", default="identity", help="Triton model to infer on, an identity model (default identity)"
+    )
+    parser.add_argument(
+        "--triton-input", default="INPUT0", help="the Triton model's input tensor to send (default INPUT0)"
+    )
+    parser.add_argument(
+        "--triton-output",
+        default="OUTPUT0",
+        help="the Triton model's output tensor that must echo the input (default OUTPUT0)",
+    )
     parser.add_argument(
         "--canary-requests", type=_positive, default=200, help="requests sent to measure a canary's share (default 200)"
     )
     parser.add_argument(
         "--log-wait",
-        type=float,
+        type=_seconds,
         default=30.0,
         help="seconds to wait for the pods to count or log what requests did (default 30)",
     )
-    parser.add_argument("--output", choices=("table", "json"), default="table")
+    parser.add_argument(
+        "--output", choices=("table", "json"), default="table", help="table for people (default), json for scripts"
+    )
     return parser
 
 
@@ -88,10 +99,22 @@ def _positive(text: str) -> int:
     return number
 
 
+def _seconds(text: str) -> float:
+    seconds = float(text)
+    if not math.isfinite(seconds) or seconds <= 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
+    return seconds
+
+
 def stack_outputs(arguments: argparse.Namespace, stack: str) -> dict[str, Any]:
     if arguments.outputs is not None:
-        loaded: dict[str, Any] = json.loads(arguments.outputs.read_text())
-        return loaded
+        where = f"--outputs {arguments.outputs}"
+        try:
+            text = arguments.outputs.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as error:
+            reason = error.strerror if isinstance(error, OSError) and error.strerror else str(error)
+            raise CheckError(f"{where}: cannot read it: {reason}") from None
+        return _outputs_document(text, where)
     try:
         completed = subprocess.run(
             ["pulumi", "stack", "output", "--json", "--show-secrets", "--stack", stack],
@@ -103,7 +126,27 @@ def stack_outputs(arguments: argparse.Namespace, stack: str) -> dict[str, Any]:
         raise CheckError(f"cannot run pulumi ({error}); install the Pulumi CLI or pass --outputs FILE") from None
     if completed.returncode != 0:
         raise CheckError(f"pulumi stack output --stack {stack} failed: {completed.stderr.strip()}")
-    outputs: dict[str, Any] = json.loads(completed.stdout)
+    return _outputs_document(completed.stdout, f"pulumi stack output --stack {stack}")
+
+
+def _outputs_document(text: str, where: str) -> dict[str, Any]:
+    """Stack outputs as ``pulumi stack output --json`` writes them: an object whose ``endpoints``
+    map endpoint -> region -> record and whose ``kubeconfigs`` map region -> kubeconfig."""
+    try:
+        outputs = json.loads(text)
+    except ValueError as error:
+        raise CheckError(f"{where}: not valid JSON ({error}); give what pulumi stack output --json writes") from None
+    if not isinstance(outputs, dict):
+        raise CheckError(f"{where}: must be a JSON object of stack outputs, got {type(outputs).__name__}")
+    endpoints = outputs.get("endpoints") or {}
+    if not isinstance(endpoints, dict) or not all(
+        isinstance(regions, dict) and all(isinstance(record, dict) for record in regions.values())
+        for regions in endpoints.values()
+        if regions
+    ):
+        raise CheckError(f"{where}: endpoints must map each endpoint to an object of region -> record")
+    if not isinstance(outputs.get("kubeconfigs") or {}, dict):
+        raise CheckError(f"{where}: kubeconfigs must map each region to its kubeconfig")
     return outputs
 
 

@@ -212,8 +212,8 @@ ACCEPTED = {
             "-          local_buffer_size: 4GiB",
             "-          offload: cpu",
             "-          cold_tier_enabled: true",
-            '+          global_segment_size: "34359738368"',
-            '+          local_buffer_size: "7"',
+            "+          global_segment_size: 32GiB",  # as the user wrote it
+            '+          local_buffer_size: "007"',  # digits stay a string
             "+          offload: none",
             "+          cold_tier_enabled: false",
         ],
@@ -278,15 +278,12 @@ def test_an_accepted_edit_changes_exactly_the_expected_lines_and_keeps_every_oth
     assert sorted(tmp_path.iterdir()) == [path]
 
 
-def test_start_after_stop_changes_only_the_state_line(tmp_path: Path) -> None:
+def test_start_after_stop_leaves_the_file_as_it_was(tmp_path: Path) -> None:
     path = copy_stack(tmp_path, "dev")
+    before = path.read_bytes()
     assert fleetctl(["stop", "assistant"], path) == 0
-    stopped = path.read_text()
     assert fleetctl(["start", "assistant"], path) == 0
-    assert changed_lines(stopped, path.read_text()) == [
-        "-      desired_state: stopped",
-        "+      desired_state: running",
-    ]
+    assert path.read_bytes() == before
 
 
 def test_starting_a_running_endpoint_writes_nothing_and_says_so(
@@ -556,8 +553,6 @@ REFUSED = {
     ),
     "canary weight of 0": ("prod", ["canary", "weight", "summarize", "0"], "in [1, 99], got 0"),
     "canary weight without a canary": ("dev", ["canary", "weight", "assistant", "5"], "has no canary"),
-    "canary promote without a canary": ("dev", ["canary", "promote", "assistant"], "has no canary"),
-    "canary rollback without a canary": ("dev", ["canary", "rollback", "assistant"], "has no canary"),
     "endpoint add of an existing name": (
         "dev",
         ["endpoint", "add", "assistant", "--image", NEW_VLLM],
@@ -602,7 +597,6 @@ REFUSED = {
         ],
         "'rdma' needs an EFA node group",
     ),
-    "endpoint remove of an unknown endpoint": ("dev", ["endpoint", "remove", "nope"], "no such endpoint"),
 }
 
 
@@ -773,8 +767,7 @@ def test_an_interrupt_between_write_and_rename_leaves_the_old_file_and_no_temp_f
         raise KeyboardInterrupt
 
     monkeypatch.setattr(os, "replace", interrupted_replace)
-    with pytest.raises(KeyboardInterrupt):
-        fleetctl(["scale", "assistant", "2"], path)
+    assert fleetctl(["scale", "assistant", "2"], path) == 130  # Ctrl-C: one line and 128 + SIGINT
     assert path.read_bytes() == before
     assert sorted(tmp_path.iterdir()) == [path]
     assert "replicas: 2" in written[0]  # the new content was complete before the rename

@@ -134,13 +134,33 @@ config:
 """
 
 
-def test_store_sizes_are_written_as_canonical_digits_in_the_quotes_found() -> None:
+def test_store_sizes_are_written_as_given_in_the_quotes_found() -> None:
     def configure(root: CommentedMap) -> None:
-        operations.configure_store(root["config"], "kv", global_segment_size="1KiB", local_buffer_size="0010")
+        operations.configure_store(root["config"], "kv", global_segment_size=" 2KiB", local_buffer_size="0010")
 
     assert edited(STORE_STACK, configure) == STORE_STACK.replace(
-        "'4096'\n", "'1024'\n" + '          local_buffer_size: "10"\n'
+        "'4096'\n", "'2KiB'\n" + '          local_buffer_size: "0010"\n'
     )
+
+
+@pytest.mark.parametrize("size", ["4096", "4KiB", " 4 KiB ", "0004096"])
+def test_a_store_size_equal_to_the_files_keeps_the_files_spelling(size: str) -> None:
+    def configure(root: CommentedMap) -> None:
+        operations.configure_store(root["config"], "kv", global_segment_size=size)
+
+    assert edited(STORE_STACK, configure) == STORE_STACK
+
+
+def test_a_store_size_with_a_unit_is_written_plain_and_reads_back_as_a_string() -> None:
+    text = STORE_STACK.replace("global_segment_size: '4096'", "global_segment_size: 4096")
+
+    def configure(root: CommentedMap) -> None:
+        operations.configure_store(root["config"], "kv", global_segment_size="32GiB", local_buffer_size="512")
+
+    result = edited(text, configure)
+    assert result == text.replace("4096\n", "32GiB\n" + '          local_buffer_size: "512"\n')
+    mooncake = round_trip_yaml(Indentation()).load(result)["config"]["inference-fleet:endpoints"]["kv"]["mooncake"]
+    assert mooncake["store"] == {"global_segment_size": "32GiB", "local_buffer_size": "512"}
 
 
 def test_store_options_equal_to_their_defaults_add_no_lines() -> None:
