@@ -89,6 +89,7 @@ class MooncakePins(_Data):
     global_segment_size: str
     local_buffer_size: str
     offload_disk_size: str
+    master_image: str
 
 
 class ToolPins(_Data):

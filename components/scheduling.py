@@ -43,17 +43,33 @@ EFA_RESOURCE = "vpc.amazonaws.com/efa"
 
 HUGEPAGES_2MI_RESOURCE = "hugepages-2Mi"
 HUGEPAGE_2MI_BYTES = 2 * 2**20
-EFA_NODE_HUGEPAGES_2MI_BYTES = 5120 * 2**20
-"""2 MiB huge pages every EFA node reserves before kubelet starts (the node's user data,
-``components/platform/user_data.py``) and that an rdma pod requests (``render/mooncake_roles.py``).
+LIBFABRIC_HUGEPAGES_2MI_BYTES = 5120 * 2**20
+"""2 MiB huge pages every rdma pod requests for libfabric's EFA provider, which takes its internal
+buffers from huge pages; also what an EFA node group reserves unless it says otherwise
+(``node_groups.<g>.hugepages_2mi``, written into the node's user data by
+``components/platform/user_data.py``).
 
-libfabric's EFA provider takes its internal buffers from huge pages. 5120 MiB is what the EKS
-EFA guide's example pod requests (awsdocs/amazon-eks-user-guide latest/ug/ml/node-efa.adoc,
-``hugepages-2Mi: 5120Mi``). An rdma pod requests every EFA device of its node, so one such pod
-runs per node and the node reserves exactly one pod's worth: more would only take memory from
-the other pods, less would leave the rdma pod unschedulable. Nothing else reserves them: the
-AL2023 NVIDIA AMI installs EFA with ``efa_installer.sh --minimal`` and configures no huge pages
-(awslabs/amazon-eks-ami v20260724 templates/al2023/provisioners/install-efa.sh, runtime/)."""
+5120 MiB is what the EKS EFA guide's example pod requests (awsdocs/amazon-eks-user-guide
+latest/ug/ml/node-efa.adoc, ``hugepages-2Mi: 5120Mi``). Nothing else reserves huge pages on our
+nodes: the AL2023 NVIDIA AMI installs EFA with ``efa_installer.sh --minimal`` and configures none
+(awslabs/amazon-eks-ami v20260724 templates/al2023/provisioners/install-efa.sh, runtime/). An rdma
+pod whose Mooncake store is backed by huge pages requests its ranks' segments and buffers on top
+(``render/mooncake_roles.py``, docs/efa.md); its node group must reserve that much."""
+
+EFA_PAGE_ENTRY_BUDGET = 22 * 2**20
+"""Page entries one EFA device holds for registered memory: "roughly 24 million" in hardware, of which
+Mooncake budgets 22 Mi (kvcache-ai/Mooncake mooncake-transfer-engine/src/transport/efa_transport/
+efa_transport.cpp ``kDefaultMaxPteEntries``). Mooncake checks it one buffer at a time, but every
+rank's store segment and buffer is registered on every device of the node, so the ranks of a pod
+share it; past it ``fi_mr_reg`` fails with ENOMEM (ofiwg/libfabric#9739). docs/efa.md."""
+
+
+def hugepages_quantity(size_bytes: int) -> str:
+    """A huge page amount as a Kubernetes quantity in MiB (``5120Mi``), whole pages only."""
+    if size_bytes <= 0 or size_bytes % HUGEPAGE_2MI_BYTES:
+        raise ValueError(f"huge pages come in whole 2 MiB pages, got {size_bytes} bytes")
+    return f"{size_bytes // 2**20}Mi"
+
 
 Effect = Literal["NoSchedule", "NoExecute", "PreferNoSchedule"]
 

@@ -172,7 +172,7 @@ def node_template_tags(group_name: str, spec: NodeGroup, facts: InstanceType) ->
         resources[scheduling.DEVICE_RESOURCES[facts.accelerator]] = str(facts.accelerators)
     if spec.efa:
         resources[scheduling.EFA_RESOURCE] = str(facts.efa_interfaces)
-        resources[scheduling.HUGEPAGES_2MI_RESOURCE] = f"{scheduling.EFA_NODE_HUGEPAGES_2MI_BYTES // 2**20}Mi"
+        resources[scheduling.HUGEPAGES_2MI_RESOURCE] = scheduling.hugepages_quantity(spec.hugepages_bytes)
     tags.update({f"{TEMPLATE_PREFIX}resources/{name}": amount for name, amount in resources.items()})
     return dict(sorted(tags.items()))
 

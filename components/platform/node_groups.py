@@ -34,12 +34,12 @@ from components.spec.region import NodeGroup
 
 # Root volume sizes. Accelerator nodes pull inference images of 10-20 GB (CUDA,
 # NCCL, vLLM) and containerd keeps the packed and the unpacked layers, so the
-# 20 GiB EKS default fills up on the first pull. CPU nodes run the Mooncake proxy
-# and store master of every Mooncake endpoint, from the endpoint's full vLLM image
-# (10+ GB compressed, about 35 GB on disk packed plus unpacked): 150 GiB holds three
-# such images (two endpoints' images, or one image and its successor during a
-# rollout) with the system images, and stays under the kubelet's 85 % image GC
-# threshold. Types with instance store keep images on the local NVMe instead
+# 20 GiB EKS default fills up on the first pull. CPU nodes run the Mooncake proxy of
+# every split Mooncake endpoint, from the endpoint's full vLLM image (10+ GB compressed,
+# about 35 GB on disk packed plus unpacked; the store masters run Mooncake's own slim
+# image): 150 GiB holds three such images (two endpoints' images, or one image and its
+# successor during a rollout) with the system images, and stays under the kubelet's
+# 85 % image GC threshold. Types with instance store keep images on the local NVMe instead
 # (user_data.py); the root volume is sized for types without.
 ACCELERATOR_ROOT_VOLUME_GIB = 200
 CPU_ROOT_VOLUME_GIB = 150
@@ -157,7 +157,7 @@ def _launch_template(
     return aws.ec2.LaunchTemplate(
         naming.platform_name(args.region, args.group_name, "lt"),
         description=description,
-        user_data=node_user_data(args.facts.instance_store_gib, args.spec.efa),
+        user_data=node_user_data(args.facts.instance_store_gib, args.spec.hugepages_bytes),
         metadata_options=aws.ec2.LaunchTemplateMetadataOptionsArgs(
             http_endpoint="enabled", http_tokens="required", http_put_response_hop_limit=IMDS_HOP_LIMIT
         ),

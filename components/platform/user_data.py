@@ -18,7 +18,7 @@ from typing import Any
 
 from ruamel.yaml import YAML
 
-from components.scheduling import EFA_NODE_HUGEPAGES_2MI_BYTES, HUGEPAGE_2MI_BYTES
+from components.scheduling import HUGEPAGE_2MI_BYTES
 
 BOUNDARY = "==INFERENCE-FLEET=="
 NODE_CONFIG_CONTENT_TYPE = "application/node.eks.aws"
@@ -45,12 +45,13 @@ def node_config(local_storage: bool) -> dict[str, Any]:
     return {"apiVersion": NODE_CONFIG_API_VERSION, "kind": "NodeConfig", "spec": spec}
 
 
-def hugepages_script(size_bytes: int = EFA_NODE_HUGEPAGES_2MI_BYTES) -> str:
+def hugepages_script(size_bytes: int) -> str:
     """Reserve exactly ``size_bytes`` of 2 MiB huge pages, now and on every later boot, or fail loudly.
 
     Exactly, not at least: the capacity check counts the node's memory as its RAM minus this
-    reservation. ``vm.nr_hugepages`` counts pages of the default huge page size, 2 MiB on the
-    AL2023 kernels (4 KiB base pages) for x86_64 and arm64; the script refuses any other size.
+    reservation (the node group's ``hugepages_2mi``). ``vm.nr_hugepages`` counts pages of the
+    default huge page size, 2 MiB on the AL2023 kernels (4 KiB base pages) for x86_64 and arm64;
+    the script refuses any other size.
     """
     if size_bytes <= 0 or size_bytes % HUGEPAGE_2MI_BYTES:
         raise ValueError(f"huge page reservation must be a positive multiple of 2 MiB, got {size_bytes} bytes")
@@ -58,7 +59,8 @@ def hugepages_script(size_bytes: int = EFA_NODE_HUGEPAGES_2MI_BYTES) -> str:
     return "\n".join(
         [
             "#!/bin/bash",
-            "# inference-fleet: 2 MiB huge pages for libfabric's EFA provider, reserved before kubelet starts.",
+            "# inference-fleet: 2 MiB huge pages for the rdma pods (libfabric's EFA provider, Mooncake's store),",
+            "# reserved before kubelet starts: node_groups.<group>.hugepages_2mi.",
             "set -o errexit -o nounset -o pipefail",
             f"pages={pages}",
             "size_kb=$(awk '/^Hugepagesize:/ {print $2}' /proc/meminfo)",
@@ -96,18 +98,18 @@ def mime_document(parts: list[tuple[str, str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def node_user_data(instance_store_gib: int, efa: bool) -> str | None:
+def node_user_data(instance_store_gib: int, hugepages_bytes: int) -> str | None:
     """The launch template's ``user_data`` (base64 of the MIME text), or None when the node needs nothing.
 
     - instance store: a NodeConfig putting kubelet and containerd state on the local NVMe RAID0;
-    - EFA: a shell part reserving the huge pages an rdma pod requests (nodeadm's NodeConfig has
-      no sysctl or huge page setting: nodeconfig_types.go above).
+    - huge pages (EFA groups, ``hugepages_2mi``): a shell part reserving them for the rdma pods
+      (nodeadm's NodeConfig has no sysctl or huge page setting: nodeconfig_types.go above).
     """
     parts: list[tuple[str, str]] = []
     if instance_store_gib > 0:
         parts.append((NODE_CONFIG_CONTENT_TYPE, _yaml(node_config(local_storage=True))))
-    if efa:
-        parts.append((SHELL_CONTENT_TYPE, hugepages_script()))
+    if hugepages_bytes > 0:
+        parts.append((SHELL_CONTENT_TYPE, hugepages_script(hugepages_bytes)))
     if not parts:
         return None
     return base64.b64encode(mime_document(parts).encode("ascii")).decode("ascii")

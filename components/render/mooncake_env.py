@@ -13,6 +13,8 @@ ROLE_ENV: dict[str, str] = {
     "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT": "mooncake.transfer.abort_request_timeout",
     "MOONCAKE_CONFIG_PATH": "mooncake.store (the mounted mooncake.json)",
     "MOONCAKE_PREFERRED_SEGMENT": "mooncake.store.offload disk (the pod's own store-client)",
+    "MC_STORE_USE_HUGEPAGE": "mooncake.store.protocol rdma (the store on huge pages)",
+    "MC_STORE_HUGEPAGE_SIZE": "mooncake.store.protocol rdma (the store on huge pages)",
     "FI_PROVIDER": "mooncake.transfer.protocol rdma",
     "FI_EFA_USE_DEVICE_RDMA": "mooncake.transfer.protocol rdma",
     "FI_EFA_ENABLE_SHM_TRANSFER": "mooncake.transfer.protocol rdma",

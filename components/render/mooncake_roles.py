@@ -30,12 +30,19 @@ from components.render.mooncake_store import (
 from components.render.placement import PlacedEndpoint
 from components.render.pods import PORT_NAME, pod_template
 from components.render.route import SERVICE_PORT
-from components.scheduling import EFA_NODE_HUGEPAGES_2MI_BYTES, EFA_RESOURCE, HUGEPAGES_2MI_RESOURCE
+from components.scheduling import (
+    EFA_RESOURCE,
+    HUGEPAGES_2MI_RESOURCE,
+    LIBFABRIC_HUGEPAGES_2MI_BYTES,
+    hugepages_quantity,
+)
 from components.spec.mooncake import Mooncake
 
 HASH_SEED = "0"
-HUGEPAGES_2MI = f"{EFA_NODE_HUGEPAGES_2MI_BYTES // 2**20}Mi"
-"""What an EFA node reserves (``scheduling.EFA_NODE_HUGEPAGES_2MI_BYTES``): one rdma pod per node takes it all."""
+STORE_HUGEPAGE_ENV = {"MC_STORE_USE_HUGEPAGE": "1", "MC_STORE_HUGEPAGE_SIZE": "2MB"}
+"""Mooncake's store then maps every segment and its buffer with MAP_HUGETLB in 2 MiB pages, and fails
+rather than fall back to 4 KiB pages (mooncake-store/include/utils.h get_hugepage_size_from_env: any
+value of MC_STORE_USE_HUGEPAGE turns it on; "2MB" is 2 MiB to its size parser). docs/efa.md."""
 COLD_TIER_STAGING_PER_GPU = 4 * 2**30
 """Host memory per GPU of the OffloadingConnector's CPU tier, through which the cold tier writes."""
 CONFIG_VOLUME = "mooncake-config"
@@ -55,23 +62,37 @@ def cold_tier_staging(endpoint: PlacedEndpoint) -> int:
     return max(endpoint.spec.gpu_count, 1) * COLD_TIER_STAGING_PER_GPU
 
 
+def ranks(endpoint: PlacedEndpoint) -> int:
+    """vLLM processes of a pod, one per GPU: each runs its own store client."""
+    return max(endpoint.spec.gpu_count, 1)
+
+
 def role_memory(endpoint: PlacedEndpoint, role: MooncakeRole, cold: bool) -> int:
     """The server's own memory, plus what each rank (GPU) gives the store pool and its
-    transfer buffer, plus the cold tier's staging memory on the roles that write it."""
+    transfer buffer when they are ordinary memory (an rdma store takes them from huge pages,
+    which are not memory to Kubernetes: ``role_hugepages``), plus the cold tier's staging
+    memory on the roles that write it."""
     spec = endpoint.spec
-    store = mooncake_of(endpoint).store
+    mooncake = mooncake_of(endpoint)
+    store = mooncake.store
     assert spec.resources.memory is not None
     memory = int(spec.resources.memory)
-    ranks = max(spec.gpu_count, 1)
-    if mooncake_of(endpoint).store_enabled:
+    if mooncake.store_enabled and not mooncake.store_on_hugepages:
         assert store.global_segment_size is not None
         assert store.local_buffer_size is not None
         # With offload disk, the segments live in the store-client container instead.
         segment = 0 if offloads_to_disk(endpoint) else int(store.global_segment_size)
-        memory += ranks * (segment + int(store.local_buffer_size))
+        memory += ranks(endpoint) * (segment + int(store.local_buffer_size))
     if cold and writes_cold_tier(role):
         memory += cold_tier_staging(endpoint)
     return memory
+
+
+def role_hugepages(endpoint: PlacedEndpoint) -> int:
+    """An rdma pod's 2 MiB huge pages: libfabric's share, plus every rank's store segment and
+    buffer when the store runs over EFA. Its node group must reserve at least this much
+    (``hugepages_2mi``; the schedulability check says so)."""
+    return LIBFABRIC_HUGEPAGES_2MI_BYTES + mooncake_of(endpoint).store_hugepage_bytes(ranks(endpoint))
 
 
 def _env(endpoint: PlacedEndpoint, role: MooncakeRole) -> list[dict[str, Any]]:
@@ -86,6 +107,9 @@ def _env(endpoint: PlacedEndpoint, role: MooncakeRole) -> list[dict[str, Any]]:
         env.append({"name": "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "value": str(transfer.abort_request_timeout)})
     if mooncake.store_enabled:
         env.append({"name": "MOONCAKE_CONFIG_PATH", "value": CONFIG_PATH})
+        if mooncake.store_on_hugepages:
+            # Registered on every EFA device, 4 KiB pages would exhaust its page entries (docs/efa.md).
+            env += [{"name": name, "value": value} for name, value in STORE_HUGEPAGE_ENV.items()]
         if offloads_to_disk(endpoint):
             # Put into the pod's own store-client first (declared after VLLM_HOST_IP, which it uses).
             segment_owner = f"$(VLLM_HOST_IP):{REAL_CLIENT_PORT}"
@@ -132,7 +156,7 @@ def role_template(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTierTa
         if rdma(endpoint):
             # Every EFA device of the node, so the transfer uses all of its bandwidth.
             amounts[EFA_RESOURCE] = str(endpoint.efa_interfaces)
-            amounts[HUGEPAGES_2MI_RESOURCE] = HUGEPAGES_2MI
+            amounts[HUGEPAGES_2MI_RESOURCE] = hugepages_quantity(role_hugepages(endpoint))
     if rdma(endpoint):
         # Registering GPU and host buffers with the NIC pins memory.
         container["securityContext"]["capabilities"]["add"] = ["IPC_LOCK"]

@@ -4,7 +4,9 @@ need, nothing else. Enforced by the VPC CNI's network policy agent (enabled on t
 - proxy (or the store server): its port, from anywhere (the load balancer sends from its subnets);
 - role pods: the server port from the proxy; from each other and from the proxy the prefill
   bootstrap window; from each other the Mooncake transfer engine's RPC range (where its TCP
-  transport listens too) and the ZMQ side channel range vLLM binds at random;
+  transport listens too) and the ZMQ side channel range vLLM binds at random; with offload disk
+  the store-client's one port, where it serves its segment's RPC and disk-tier reads (its other
+  two listeners are its transfer engine's, in the range above: tests/e2e reads them);
 - the store master: RPC and metadata from the endpoint's role pods.
 
 Over EFA the KV itself moves by SRD, not IP, and no policy sees it.
@@ -39,7 +41,8 @@ def network_policies(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
     mooncake = mooncake_of(endpoint)
     port = endpoint.spec.port
     policies: dict[str, dict[str, Any]] = {}
-    # offload disk: each pod's store-client serves the pool's segments of that pod.
+    # offload disk: each pod's store-client serves the pool's segments of that pod and, on the same
+    # pinned port, reads from its SSD tier for the other pods (mooncake_store.store_client_container).
     disk = mooncake.store_enabled and offloads_to_disk(endpoint)
     store_clients = [(REAL_CLIENT_PORT, REAL_CLIENT_PORT)] if disk else []
     if mooncake.split:

@@ -7,11 +7,12 @@ from __future__ import annotations
 from components.catalog import InstanceCatalog, instance_catalog
 from components.render.endpoint import endpoint_objects
 from components.render.placement import placed
-from components.schedulability.nodes import Node, group_nodes, node_count, region_nodes
+from components.schedulability.nodes import Node, allocatable, group_nodes, node_count, region_nodes
 from components.schedulability.packing import SCARCE, SHOWN, Misfit, Placement, Shortage, place, run_daemon_sets
 from components.schedulability.platform_pods import daemon_sets, platform_workloads
-from components.schedulability.quantities import describe
+from components.schedulability.quantities import MEMORY, describe
 from components.schedulability.workloads import Workload, workloads_of
+from components.scheduling import HUGEPAGES_2MI_RESOURCE
 from components.spec import StackSpec
 from components.spec.errors import Problem, dotted
 from components.spec.region import Region
@@ -51,6 +52,10 @@ def check_schedulable(spec: StackSpec) -> list[Problem]:
     catalog = instance_catalog()
     problems: list[Problem] = []
     for region_name, region in spec.regions.items():
+        reservations = _hugepage_reservations(region_name, region, catalog)
+        if reservations:
+            problems += reservations
+            continue
         placement = region_placement(spec, region_name, catalog)
         size_field = "max_size" if node_autoscaled(region) else "desired_size"
         for gap in placement.gaps:
@@ -60,7 +65,7 @@ def check_schedulable(spec: StackSpec) -> list[Problem]:
                     f"the {gap.daemon_set} DaemonSet would not run on these nodes: {gap.reason}",
                 )
             )
-        problems += [_misfit(region_name, misfit) for misfit in placement.misfits if not misfit.consequential]
+        problems += [_misfit(region_name, region, misfit) for misfit in placement.misfits if not misfit.consequential]
         problems += [_shortage(region_name, region, shortage, size_field) for shortage in placement.shortages]
     return problems
 
@@ -71,12 +76,48 @@ def _workload_path(region_name: str, workload: Workload) -> str:
     return dotted(["regions", region_name, "node_groups"])
 
 
-def _misfit(region_name: str, misfit: Misfit) -> Problem:
+def _hugepage_reservations(region_name: str, region: Region, catalog: InstanceCatalog) -> list[Problem]:
+    """An EFA group whose huge pages leave its nodes no memory for pods (kubelet offers memory
+    less the reservation)."""
+    problems = []
+    for group_name, group in region.node_groups.items():
+        facts = catalog.instance_types.get(group.instance_types[0])
+        if facts is None or not group.hugepages_bytes:
+            continue
+        memory = allocatable(facts, 0)[MEMORY]
+        if group.hugepages_bytes >= memory:
+            problems.append(
+                Problem(
+                    dotted(["regions", region_name, "node_groups", group_name, "hugepages_2mi"]),
+                    f"reserves {describe(HUGEPAGES_2MI_RESOURCE, group.hugepages_bytes)} on each "
+                    f"{group.instance_types[0]}, whose kubelet has {describe(MEMORY, memory)} for pods before "
+                    "the reservation: lower it, or give the group an instance type with more memory",
+                )
+            )
+    return problems
+
+
+def _misfit(region_name: str, region: Region, misfit: Misfit) -> Problem:
     reasons = "; ".join(f"node group {group}: {reason}" for group, reason in misfit.reasons)
     return Problem(
         _workload_path(region_name, misfit.workload),
-        f"{misfit.workload.label} can run on no node of {region_name} ({reasons or 'the region has no nodes'})",
+        f"{misfit.workload.label} can run on no node of {region_name} ({reasons or 'the region has no nodes'})"
+        + _hugepages_fix(region_name, region, misfit),
     )
+
+
+def _hugepages_fix(region_name: str, region: Region, misfit: Misfit) -> str:
+    """Huge pages come from the node group's reservation: name the field and the amount."""
+    wanted = misfit.workload.requests.get(HUGEPAGES_2MI_RESOURCE, 0)
+    short = [
+        group
+        for group, _ in misfit.reasons
+        if group in region.node_groups and 0 < region.node_groups[group].hugepages_bytes < wanted
+    ]
+    if not wanted or not short:
+        return ""
+    fields = " and ".join(dotted(["regions", region_name, "node_groups", group, "hugepages_2mi"]) for group in short)
+    return f"; raise {fields} to at least {wanted // 2**20}MiB (each pod's hugepages-2Mi request, docs/efa.md)"
 
 
 def _per_pod(workload: Workload) -> str:

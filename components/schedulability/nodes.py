@@ -9,7 +9,6 @@ from components.catalog import InstanceCatalog, InstanceType
 from components.schedulability.quantities import CPU, MEMORY, PODS
 from components.scheduling import (
     CAPACITY_TYPE_LABEL,
-    EFA_NODE_HUGEPAGES_2MI_BYTES,
     HUGEPAGES_2MI_RESOURCE,
     Taint,
     eks_capacity_type,
@@ -63,17 +62,18 @@ def reserved_memory(pods: int) -> int:
     return (11 * pods + 255) * MIB
 
 
-def allocatable(facts: InstanceType, efa: bool) -> dict[str, int]:
+def allocatable(facts: InstanceType, hugepages: int) -> dict[str, int]:
     """What kubelet offers pods before any device plugin registers: capacity less kube-reserved,
-    the eviction threshold and, on EFA nodes, the huge pages set aside for libfabric."""
+    the eviction threshold and the huge pages the node reserves at boot (an EFA group's
+    ``hugepages_2mi``), which kubelet offers as ``hugepages-2Mi`` instead of memory."""
     millicores = facts.vcpus * 1000
     pods = max_pods(facts)
     memory = int(facts.memory_mib * MIB * (1 - VM_MEMORY_OVERHEAD))
     memory -= reserved_memory(facts.max_pods) + EVICTION_HARD_MEMORY
     resources = {CPU: millicores - reserved_millicores(millicores), MEMORY: memory, PODS: pods}
-    if efa:
-        resources[MEMORY] -= EFA_NODE_HUGEPAGES_2MI_BYTES
-        resources[HUGEPAGES_2MI_RESOURCE] = EFA_NODE_HUGEPAGES_2MI_BYTES
+    if hugepages:
+        resources[MEMORY] -= hugepages
+        resources[HUGEPAGES_2MI_RESOURCE] = hugepages
     return resources
 
 
@@ -139,7 +139,7 @@ def group_nodes(region: Region, group_name: str, count: int, catalog: InstanceCa
                 efa=group.efa,
                 labels=node_labels_,
                 taints=node_taints(group.efa, facts),
-                allocatable=allocatable(facts, group.efa),
+                allocatable=allocatable(facts, group.hugepages_bytes),
             )
         )
     return nodes

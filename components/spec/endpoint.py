@@ -10,7 +10,7 @@ from pydantic import AfterValidator, BeforeValidator, Field, model_validator
 from components.catalog import pins
 from components.render.frameworks import ADAPTERS, ServerInputs, ServerLaunch, flag_name, server_launch
 from components.render.mooncake_env import ROLE_ENV
-from components.scheduling import CAPACITY_TYPE_LABEL, NODE_GROUP_LABEL
+from components.scheduling import CAPACITY_TYPE_LABEL, EFA_PAGE_ENTRY_BUDGET, HUGEPAGE_2MI_BYTES, NODE_GROUP_LABEL
 from components.spec.autoscaling import Autoscaling
 from components.spec.base import (
     DnsLabel,
@@ -25,7 +25,7 @@ from components.spec.base import (
     items,
 )
 from components.spec.engine import EngineCapabilities
-from components.spec.images import HEALTH_PATHS, Framework, framework_from_image, rewrite_for_region
+from components.spec.images import HEALTH_PATHS, Framework, ImageRef, framework_from_image, rewrite_for_region
 from components.spec.mooncake import Mooncake, Proxy
 from components.spec.region import CapacityType
 from components.spec.sizes import ByteSize
@@ -43,6 +43,10 @@ _CPU = re.compile(r"^([1-9][0-9]{0,3}|[0-9]{1,4}\.[0-9]{1,3}|[1-9][0-9]{0,6}m)$"
 MODELS_DIR = "/models"
 """Where model_source is synced when model_path is not given: /models/<last part of the source>."""
 RESERVED_LABEL_PREFIX = "app.kubernetes.io/"
+CREDENTIAL_FLAG_WORDS = ("key", "token", "secret", "password")
+"""A flag named one of these, or ending in ``-<word>`` (``--api-key``, ``--hf-token``), takes a credential."""
+VLLM_CREDENTIAL_ENV = {"--api-key": "VLLM_API_KEY", "--hf-token": "HF_TOKEN", "--token": "HF_TOKEN"}
+"""Where vLLM reads the same credential from the environment (vllm/envs.py, huggingface_hub)."""
 # Node labels the pods are steered by, each from its own field.
 _STEERING_LABELS = {NODE_GROUP_LABEL: "node_group", CAPACITY_TYPE_LABEL: "capacity_type"}
 
@@ -68,6 +72,19 @@ def _model_name(value: str) -> str:
             value=value,
         )
     return value
+
+
+def credential_flag(arg: str) -> str | None:
+    """The flag of ``arg`` (``--api-key`` of ``--api-key=sk-...`` or of ``--api_key``) when it takes a
+    credential, else None."""
+    name = flag_name(arg)
+    if name is None:
+        return None
+    normalized = "--" + name.lstrip("-").lower().replace("_", "-")
+    word = normalized.removeprefix("--")
+    if word in CREDENTIAL_FLAG_WORDS or word.endswith(tuple(f"-{w}" for w in CREDENTIAL_FLAG_WORDS)):
+        return normalized
+    return None
 
 
 def is_hub_id(value: str) -> bool:
@@ -128,13 +145,13 @@ class SecretRef(SpecModel):
 
 
 class Canary(SpecModel):
-    image: NonEmptyStr = Field(description="Image of the canary workload.")
+    image: ImageRef = Field(description="Image of the canary workload.")
     weight: int = Field(10, ge=1, le=99, description="Percent of traffic the route sends to the canary.")
     replicas: int = Field(1, ge=1, description="Pods of the canary workload.")
 
 
 class Endpoint(SpecModel):
-    image: NonEmptyStr | None = Field(
+    image: ImageRef | None = Field(
         None,
         description="Server image; required for classic endpoints. With mooncake it defaults to the pinned "
         "Mooncake-enabled vLLM image (its -efa variant for transfer.protocol rdma).",
@@ -205,7 +222,7 @@ class Endpoint(SpecModel):
     rewrite_image: bool = Field(
         True, description="Use each region's replica of an ECR image (same account, repository and tag)."
     )
-    region_image_uris: dict[str, NonEmptyStr] = Field(
+    region_image_uris: dict[str, ImageRef] = Field(
         default_factory=dict, description="Explicit image per region; wins over the derived ECR rewrite."
     )
     canary: Canary | None = Field(None, description="A weighted second workload with another image.")
@@ -343,6 +360,7 @@ class Endpoint(SpecModel):
                 source=source,
             )
         for index, arg in enumerate(self.args):
+            self._check_credential(index, arg)
             name = flag_name(arg)
             if name in owned:
                 raise fail(
@@ -352,6 +370,37 @@ class Endpoint(SpecModel):
                     name=name,
                     source=owned[name],
                 )
+
+    def _check_credential(self, index: int, arg: str) -> None:
+        """A credential on the command line is in the pod spec, the plan, the state and every process
+        listing: it belongs in a Secret, read through secret_env."""
+        flag = credential_flag(arg)
+        if flag is None:
+            return
+        variable = VLLM_CREDENTIAL_ENV.get(flag) if self.framework == "vllm" else None
+        if variable == "VLLM_API_KEY" and self.mooncake is not None:
+            fix = (
+                "a Mooncake endpoint's servers take their key from mooncake.proxy.admin_api_key_secret "
+                "(a Secret the proxy presents too)"
+            )
+        elif variable is not None:
+            fix = (
+                f"read it from a Kubernetes Secret instead: secret_env: {{{variable}: {{secret: <name>, "
+                f"key: <key>}}}} (vLLM reads {variable} for {flag})"
+            )
+        else:
+            fix = (
+                "read it from a Kubernetes Secret instead: secret_env: {<VARIABLE>: {secret: <name>, key: "
+                "<key>}}, with the variable the server reads for it"
+            )
+        raise fail(
+            "credential_in_args",
+            "{flag!r} passes a credential on the command line, where the pod spec, the plan, the Pulumi state "
+            "and process listings show it; remove it from args: {fix}",
+            at=f"args[{index}]",
+            flag=flag,
+            fix=fix,
+        )
 
     def _resolve_mooncake(self) -> Self:
         mooncake = self.mooncake
@@ -379,6 +428,7 @@ class Endpoint(SpecModel):
                 "is not supported on Mooncake endpoints (a canary is one Deployment, not a prefill/decode set)",
                 at="canary",
             )
+        self._check_page_entries(mooncake)
         pinned = pins().vllm
         image = self.image or (pinned.efa_image if mooncake.transfer.protocol == "rdma" else pinned.image)
         if mooncake.split:
@@ -394,6 +444,29 @@ class Endpoint(SpecModel):
                 **self._pod_defaults(),
             }
         )._checked()
+
+    def _check_page_entries(self, mooncake: Mooncake) -> None:
+        """Every rank registers its store segment and buffer on every EFA device of the node, in
+        2 MiB pages (docs/efa.md): together they must fit one device's page entries."""
+        ranks = max(self.gpu_count, 1)
+        pages = mooncake.store_hugepage_bytes(ranks) // HUGEPAGE_2MI_BYTES
+        if pages <= EFA_PAGE_ENTRY_BUDGET:
+            return
+        store = mooncake.store
+        assert store.global_segment_size is not None
+        assert store.local_buffer_size is not None
+        raise fail(
+            "efa_page_entries",
+            "{ranks} ranks x ({segment} MiB segment + {buffer} MiB buffer) registers {pages} pages of 2 MiB on "
+            "each EFA device, past the {budget} page entries one device holds (Mooncake's budget, docs/efa.md); "
+            "lower store.global_segment_size or store.local_buffer_size",
+            at="mooncake.store",
+            ranks=ranks,
+            segment=int(store.global_segment_size) // 2**20,
+            buffer=int(store.local_buffer_size) // 2**20,
+            pages=pages,
+            budget=EFA_PAGE_ENTRY_BUDGET,
+        )
 
     # Derived facts the workloads use.
 

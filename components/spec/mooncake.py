@@ -7,8 +7,10 @@ from typing import Literal, Self
 from pydantic import Field, model_validator
 
 from components.catalog import pins
+from components.scheduling import HUGEPAGE_2MI_BYTES
 from components.spec.autoscaling import RoleAutoscaling
 from components.spec.base import NonEmptyStr, ObjectName, Port, SpecModel, fail
+from components.spec.images import ImageRef
 from components.spec.sizes import ByteSize
 
 Mode = Literal["disaggregated", "store", "both"]
@@ -67,7 +69,7 @@ class Store(SpecModel):
 
 
 class Proxy(SpecModel):
-    image: NonEmptyStr | None = Field(
+    image: ImageRef | None = Field(
         None,
         description="Image the proxy program runs in (it needs python3 and aiohttp, as vLLM images have); "
         "defaults to the endpoint image.",
@@ -123,6 +125,14 @@ class Mooncake(SpecModel):
                 "must be true for mode 'both' (its store connector is wired to the master)",
                 at="store.enabled",
             )
+        if mode == "store" and not enabled:
+            raise fail(
+                "store_required",
+                "must be true for mode 'store': the store is all that mode runs (without it the server's "
+                "connector list is empty); remove store.enabled, or serve without a store as a classic endpoint "
+                "(remove the mooncake block and set image)",
+                at="store.enabled",
+            )
         if mode == "disaggregated" and enabled:
             raise fail(
                 "store_unused",
@@ -151,6 +161,13 @@ class Mooncake(SpecModel):
                 at="store.offload_disk_size",
                 offload=self.store.offload,
             )
+        if self.store.protocol == "rdma" and self.transfer.protocol != "rdma":
+            raise fail(
+                "store_rdma_placement",
+                "rdma needs the pods on EFA nodes with their devices, which only transfer.protocol rdma gives "
+                "them; set transfer.protocol to rdma too, or the store's protocol to tcp",
+                at="store.protocol",
+            )
         if self.store.offload == "disk" and (self.store.protocol or self.transfer.protocol) == "rdma":
             raise fail(
                 "disk_offload_rdma",
@@ -177,4 +194,26 @@ class Mooncake(SpecModel):
                         "must be greater than 0 (the pinned vLLM's Mooncake store refuses 0 in embedded mode)",
                         at=f"store.{key}",
                     )
+                if store.protocol == "rdma" and int(getattr(store, key)) % HUGEPAGE_2MI_BYTES:
+                    raise fail(
+                        "store_size_pages",
+                        "must be a whole number of 2 MiB pages with protocol rdma (the store takes it from 2 MiB "
+                        "huge pages, docs/efa.md), got {size} bytes",
+                        at=f"store.{key}",
+                        size=getattr(store, key),
+                    )
         return self.model_copy(update={"store": store})
+
+    @property
+    def store_on_hugepages(self) -> bool:
+        """The store's segments and buffers are 2 MiB huge pages: an rdma store, which registers them
+        with every EFA device (docs/efa.md)."""
+        return self.store_enabled and self.store.protocol == "rdma"
+
+    def store_hugepage_bytes(self, ranks: int) -> int:
+        """The huge pages ``ranks`` store clients of one pod take: each its segment and buffer."""
+        if not self.store_on_hugepages:
+            return 0
+        assert self.store.global_segment_size is not None
+        assert self.store.local_buffer_size is not None
+        return ranks * (int(self.store.global_segment_size) + int(self.store.local_buffer_size))

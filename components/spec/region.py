@@ -10,7 +10,9 @@ from pydantic import AfterValidator, Field, model_validator
 
 from components import naming
 from components.catalog import pins
+from components.scheduling import HUGEPAGE_2MI_BYTES, LIBFABRIC_HUGEPAGES_2MI_BYTES
 from components.spec.base import DnsLabel, SpecModel, fail, items
+from components.spec.sizes import ByteSize
 
 CapacityType = Literal["on-demand", "spot", "capacity-block"]
 
@@ -167,6 +169,13 @@ class NodeGroup(SpecModel):
     capacity_reservation_id: ReservationId | None = Field(
         None, description="The Capacity Block reservation; required with, and only with, capacity-block."
     )
+    hugepages_2mi: ByteSize | None = Field(
+        None,
+        description="2 MiB huge pages each node reserves at boot (byte size, whole pages; only with efa). "
+        "Default 5120MiB, libfabric's share of one rdma pod; an rdma endpoint whose Mooncake store runs over "
+        "rdma needs 5120MiB plus its ranks' store segments and buffers (the error names the amount). The "
+        "reservation leaves the nodes' memory; changing it replaces the group's nodes (docs/efa.md).",
+    )
 
     @model_validator(mode="after")
     def _sizes_and_capacity(self) -> Self:
@@ -192,7 +201,35 @@ class NodeGroup(SpecModel):
         if self.availability_zone is None and (self.efa or self.capacity_type == "capacity-block"):
             reason = "efa is true" if self.efa else "the capacity block lives in one zone"
             raise fail("node_group_zone", "is required because {reason}", at="availability_zone", reason=reason)
+        return self._hugepages()
+
+    def _hugepages(self) -> Self:
+        if not self.efa:
+            if self.hugepages_2mi is not None:
+                raise fail(
+                    "hugepages_without_efa",
+                    "is only used by efa groups (their rdma pods take huge pages); remove it or set efa to true",
+                    at="hugepages_2mi",
+                )
+            return self
+        if self.hugepages_2mi is None:
+            return self.model_copy(update={"hugepages_2mi": str(LIBFABRIC_HUGEPAGES_2MI_BYTES)})
+        size = int(self.hugepages_2mi)
+        if size == 0 or size % HUGEPAGE_2MI_BYTES:
+            raise fail(
+                "hugepages_size",
+                "must be a positive whole number of 2 MiB pages (e.g. 5120MiB), got {size} bytes",
+                at="hugepages_2mi",
+                size=size,
+            )
         return self
+
+    @property
+    def hugepages_bytes(self) -> int:
+        """The 2 MiB huge pages each node reserves, in bytes: none without efa."""
+        if self.hugepages_2mi is not None:
+            return int(self.hugepages_2mi)
+        return LIBFABRIC_HUGEPAGES_2MI_BYTES if self.efa else 0
 
 
 class ColdTier(SpecModel):

@@ -137,15 +137,19 @@ def template_tags(plan: Plan, region: str, group: str) -> dict[str, str]:
 
 
 @pytest.mark.parametrize("region", PROD_REGIONS)
-@pytest.mark.parametrize(("group", "instance_type"), [("p5", "p5.48xlarge"), ("g6e", "g6e.48xlarge")])
+@pytest.mark.parametrize(
+    ("group", "instance_type", "hugepages"),
+    # p5 reserves its hugepages_2mi (chat's rdma store), g6e the default: libfabric's 5120 MiB.
+    [("p5", "p5.48xlarge", "562176Mi"), ("g6e", "g6e.48xlarge", "5120Mi")],
+)
 def test_each_efa_group_tells_the_autoscaler_what_a_node_offers_while_it_has_none(
-    region: str, group: str, instance_type: str
+    region: str, group: str, instance_type: str, hugepages: str
 ) -> None:
     facts = instance_catalog().instance_types[instance_type]
     tags = template_tags(example_plan("prod"), region, group)
     assert tags["resources/nvidia.com/gpu"] == str(facts.accelerators)
     assert tags["resources/vpc.amazonaws.com/efa"] == str(facts.efa_interfaces)
-    assert tags["resources/hugepages-2Mi"] == "5120Mi"
+    assert tags["resources/hugepages-2Mi"] == hugepages
     assert tags["taint/nvidia.com/gpu"] == "true:NoSchedule"
     assert tags["taint/vpc.amazonaws.com/efa"] == "true:NoSchedule"
     assert tags["label/eks.amazonaws.com/capacityType"] == "ON_DEMAND"
@@ -173,9 +177,9 @@ def test_system_groups_tag_their_labels_only(stack: str, region: str) -> None:
 
 
 @pytest.mark.parametrize("region", PROD_REGIONS)
-@pytest.mark.parametrize("group", ["p5", "g6e"])
+@pytest.mark.parametrize(("group", "pages"), [("p5", 549 * 512), ("g6e", 2560)])
 def test_efa_nodes_use_their_instance_store_and_reserve_huge_pages_through_their_user_data(
-    region: str, group: str
+    region: str, group: str, pages: int
 ) -> None:
     template = one(example_plan("prod"), LAUNCH_TEMPLATE, region, f"{region}-{group}-lt")["inputs"]
     parts = mime_parts(template["userData"])
@@ -185,7 +189,7 @@ def test_efa_nodes_use_their_instance_store_and_reserve_huge_pages_through_their
         "kind": "NodeConfig",
         "spec": {"instance": {"localStorage": {"strategy": "RAID0"}}},
     }
-    assert "pages=2560\n" in parts["text/x-shellscript"]
+    assert f"pages={pages}\n" in parts["text/x-shellscript"]
 
 
 def test_dev_gpu_nodes_use_their_instance_store_and_reserve_no_huge_pages() -> None:

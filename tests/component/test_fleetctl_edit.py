@@ -202,7 +202,7 @@ ACCEPTED = {
             "--global-segment-size",
             "32GiB",
             "--local-buffer-size",
-            "007",
+            "0004194304",  # whole 2 MiB pages: chat's store is rdma
             "--offload",
             "none",
             "--no-cold-tier",
@@ -213,7 +213,7 @@ ACCEPTED = {
             "-          offload: cpu",
             "-          cold_tier_enabled: true",
             "+          global_segment_size: 32GiB",  # as the user wrote it
-            '+          local_buffer_size: "007"',  # digits stay a string
+            '+          local_buffer_size: "0004194304"',  # digits stay a string
             "+          offload: none",
             "+          cold_tier_enabled: false",
         ],
@@ -363,23 +363,6 @@ def test_stale_per_region_images_are_dropped(argv: list[str], expected: list[str
     assert changed_lines(before, path.read_text()) == expected
 
 
-def test_the_cold_tier_turns_a_disabled_store_back_on(tmp_path: Path) -> None:
-    path = copy_stack(tmp_path, "prod")
-    # Room on p5 for the store's server (an rdma pod takes a node) and its rollout surge.
-    path.write_text(path.read_text().replace("max_size: 5 ", "max_size: 7 "))
-    add = ["endpoint", "add", "kv", "--mooncake-mode", "store", "--node-group", "p5", "--region", "us-east-1"]
-    add += ["--model", MODEL]
-    assert fleetctl(add, path) == 0
-    assert fleetctl(["store", "configure", "kv", "--disable"], path) == 0
-    disabled = path.read_text()
-    assert fleetctl(["store", "configure", "kv", "--cold-tier"], path) == 0
-    assert changed_lines(disabled, path.read_text()) == [
-        "-          enabled: false",
-        "+          enabled: true",
-        "+          cold_tier_enabled: true",
-    ]
-
-
 TEAM_EDITS = {
     "removing a middle endpoint keeps the comment above the next one": (
         ["endpoint", "remove", "beta"],
@@ -507,6 +490,11 @@ REFUSED = {
         ["store", "configure", "chat", "--disable"],
         "must be true for mode 'both'",
     ),
+    "store disabled in mode store": (
+        "dev",
+        ["store", "configure", "kv-cache", "--disable"],
+        "store.enabled: must be true for mode 'store'",
+    ),
     "store enabled in mode disaggregated": (
         "dev",
         ["store", "configure", "chat-pd", "--enable"],
@@ -525,6 +513,16 @@ REFUSED = {
     "store with nothing to configure": ("prod", ["store", "configure", "chat"], "nothing to configure"),
     "stop with a canary": ("prod", ["stop", "summarize"], "canary: is allowed only while desired_state is 'running'"),
     "image set to blank": ("dev", ["image", "set", "assistant", " "], "image: must not be empty"),
+    "image set to no image reference": (
+        "dev",
+        ["image", "set", "assistant", "not an image!!"],
+        "image: must be an image reference [registry[:port]/]repository[:tag][@digest]",
+    ),
+    "canary of no image reference": (
+        "dev",
+        ["canary", "start", "assistant", "--image", "Summarize:2026", "--weight", "5"],
+        "canary.image: must be an image reference",
+    ),
     "region add of an undeclared region": (
         "dev",
         ["region", "add", "assistant", "eu-west-1"],

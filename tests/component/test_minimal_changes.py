@@ -195,8 +195,9 @@ def test_a_store_edit_changes_the_config_and_rolls_exactly_the_pods_that_read_it
     config = next(entry for entry in entries if entry["name"] == "us-east-1-chat-mooncake")
     assert config["changes"][0]["forces_replacement"] is False  # edited in place (enableConfigMapMutable)
     decode = next(entry for entry in entries if entry["name"] == "us-east-1-chat-decode")
+    # An rdma store's segments are huge pages, not memory (docs/efa.md).
     assert paths(decode) == {
         "spec.template.metadata.annotations.inference-fleet/mooncake-config-sha256",
-        "spec.template.spec.containers[0].resources.limits.memory",
-        "spec.template.spec.containers[0].resources.requests.memory",
+        "spec.template.spec.containers[0].resources.limits.hugepages-2Mi",
+        "spec.template.spec.containers[0].resources.requests.hugepages-2Mi",
     }

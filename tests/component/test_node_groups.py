@@ -446,6 +446,15 @@ def test_efa_nodes_put_their_state_on_the_instance_store_and_reserve_huge_pages(
     assert 'sysctl -w vm.nr_hugepages="$pages"' in script
 
 
+def test_an_efa_group_reserves_advertises_and_tags_its_own_huge_pages(tmp_path: Path) -> None:
+    """hugepages_2mi (here an rdma store's 549 GiB) reaches the node's script and the autoscaler."""
+    _, spec = GROUPS["p5"]
+    plan = run_snippet(tmp_path, program(EFA, "p5", {**spec, "hugepages_2mi": "549GiB"}))
+    script = mime_parts(launch_template(plan)["userData"])["text/x-shellscript"]
+    assert f"pages={549 * 1024 // 2}\n" in script
+    assert template_tags(plan)["resources/hugepages-2Mi"] == "562176Mi"
+
+
 def test_gpu_nodes_with_instance_store_without_efa_get_the_node_config_only(plan_of: Callable[[str], Plan]) -> None:
     assert instance_catalog().instance_types["g6e.12xlarge"].instance_store_gib > 0
     user_data = launch_template(plan_of("g6e"))["userData"]

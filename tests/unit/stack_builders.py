@@ -3,7 +3,8 @@
 The stack has one region, ``us-east-1``, with three node groups:
 
 * ``system``: m7i.xlarge, no GPUs (system pods);
-* ``p5``: p5.48xlarge (8 GPUs, EFA) in us-east-1a, the region's only EFA group;
+* ``p5``: p5.48xlarge (8 GPUs, EFA) in us-east-1a, the region's only EFA group, whose nodes reserve
+  the huge pages of an 8-GPU rdma pod with the default store (libfabric's 5 GiB and 8 ranks x 8 GiB);
 * ``gpu``: g6e.12xlarge (4 GPUs), EFA off.
 
 Overrides are deep-merged: nested mappings merge key by key, any other value
@@ -62,6 +63,7 @@ def region(overrides: Mapping[str, Any] | None = None, *, name: str = REGION) ->
                 "desired_size": 2,
                 "efa": True,
                 "availability_zone": f"{name}a",
+                "hugepages_2mi": "69GiB",
             },
             "gpu": {"instance_types": ["g6e.12xlarge"], "min_size": 0, "max_size": 2, "desired_size": 1},
         },

@@ -11,7 +11,6 @@ import pytest
 from components import scheduling
 from components.catalog import instance_catalog, pins
 from components.platform import autoscaler
-from components.render.mooncake_roles import HUGEPAGES_2MI
 from components.spec.region import NodeGroup
 
 CLUSTER = "inference-fleet-prod-us-east-1"
@@ -176,11 +175,12 @@ def test_template_tags_of_an_efa_group_carry_every_device_the_pods_request() -> 
         assert tags[f"{PREFIX}label/{key}"] == value
 
 
-def test_the_huge_page_tag_is_what_a_node_reserves_and_an_rdma_pod_requests() -> None:
+def test_the_huge_page_tag_is_what_the_group_reserves() -> None:
     facts = instance_catalog().instance_types["p5.48xlarge"]
-    tags = autoscaler.node_template_tags("p5", spec(efa=True, availability_zone="us-east-1a"), facts)
-    assert tags[f"{PREFIX}resources/hugepages-2Mi"] == HUGEPAGES_2MI
-    assert scheduling.EFA_NODE_HUGEPAGES_2MI_BYTES == 5120 * 2**20
+    group = spec(efa=True, availability_zone="us-east-1a", hugepages_2mi="549GiB")
+    tags = autoscaler.node_template_tags("p5", group, facts)
+    assert tags[f"{PREFIX}resources/hugepages-2Mi"] == "562176Mi"
+    assert scheduling.LIBFABRIC_HUGEPAGES_2MI_BYTES == 5120 * 2**20
 
 
 def test_an_efa_capable_type_without_efa_offers_no_efa_devices() -> None:

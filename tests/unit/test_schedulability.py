@@ -145,12 +145,13 @@ def test_managed_node_groups_cap_max_pods_at_110_up_to_30_vcpus_and_250_above() 
 
 
 def test_allocatable_is_capacity_less_reservations_and_efa_huge_pages() -> None:
-    plain = allocatable(P5, efa=False)
-    with_efa = allocatable(P5, efa=True)
+    plain = allocatable(P5, hugepages=0)
+    with_efa = allocatable(P5, hugepages=549 * 2**30)
     pods = max_pods(P5)
     assert plain["pods"] == pods
     assert plain["cpu"] == 192_000 - reserved_millicores(192_000)
     assert plain["memory"] == int(P5.memory_mib * MIB * 0.925) - reserved_memory(P5.max_pods) - 100 * MIB
+    assert with_efa["hugepages-2Mi"] == 549 * 2**30
     assert with_efa["memory"] + with_efa["hugepages-2Mi"] == plain["memory"]
     assert "hugepages-2Mi" not in plain
     assert "nvidia.com/gpu" not in plain, "GPUs are advertised by the device plugin, not kubelet"
@@ -424,3 +425,38 @@ def test_the_platforms_deployments_are_the_charts_merged_with_our_values() -> No
     assert autoscaler.replicas == 1
     assert autoscaler.requests == amounts(AUTOSCALER_RESOURCES)
     assert autoscaler.pod["nodeSelector"] == {"inference-fleet/accelerator": "none"}
+
+
+# Huge pages: an rdma store's ranks take their segments and buffers from them (docs/efa.md).
+
+
+def rdma_store(group: dict[str, Any] | None = None, **store: Any) -> dict[str, Any]:
+    endpoint = mooncake_endpoint({"gpu_count": 8, "mooncake": {"mode": "both", "store": store}})
+    return stack_config(region_overrides={"node_groups": {"p5": group or {}}}, endpoints={"chat": endpoint})
+
+
+def test_an_rdma_store_needs_a_group_that_reserves_its_huge_pages_and_says_which_field() -> None:
+    default = {"hugepages_2mi": "5120MiB"}
+    problems = schedule(rdma_store(default, global_segment_size="64GiB", local_buffer_size="4GiB"))
+    assert {problem.path for problem in problems} == {"endpoints.chat"}
+    # libfabric's 5120 MiB and 8 ranks x (64 GiB + 4 GiB), against the default 5120 MiB.
+    for problem in problems:
+        assert "it requests 549.0 GiB hugepages-2Mi but a node has 5.0 GiB hugepages-2Mi free" in problem.message
+        assert f"raise regions.{REGION}.node_groups.p5.hugepages_2mi to at least 562176MiB" in problem.message
+    enough = rdma_store({"hugepages_2mi": "562176MiB"}, global_segment_size="64GiB", local_buffer_size="4GiB")
+    assert schedule(enough) == []
+
+
+def test_the_reservation_leaves_the_nodes_memory_so_the_pods_memory_must_still_fit() -> None:
+    """Kubelet offers memory less the huge pages: a pod whose memory fit before may not now."""
+    config = rdma_store({"hugepages_2mi": "1800GiB"}, global_segment_size="64GiB", local_buffer_size="4GiB")
+    problems = schedule(config)
+    assert problems
+    assert all("memory but a node has" in problem.message for problem in problems), problems
+
+
+def test_a_reservation_past_the_nodes_memory_is_refused_at_the_field() -> None:
+    (problem,) = schedule(rdma_store({"hugepages_2mi": "2048GiB"}))
+    assert problem.path == f"regions.{REGION}.node_groups.p5.hugepages_2mi"
+    assert "reserves 2048.0 GiB hugepages-2Mi on each p5.48xlarge, whose kubelet has" in problem.message
+    assert "lower it" in problem.message

@@ -753,7 +753,7 @@ MOONCAKE_REJECTS = [
     ),
     case(
         "cold_tier_with_the_store_switched_off",
-        store_mode({"store": {"enabled": False, "cold_tier_enabled": True}}),
+        mooncake_block({"store": {"enabled": False, "cold_tier_enabled": True}}),
         "endpoints.chat.mooncake.store.cold_tier_enabled",
         "requires mooncake.store.enabled to be true",
     ),
@@ -1346,10 +1346,12 @@ def test_store_enabled_defaults_by_mode(overrides: dict[str, Any], enabled: bool
     assert mooncake.store.enabled is enabled
 
 
-def test_store_mode_may_switch_its_store_off() -> None:
-    mooncake = chat(store_mode({"store": {"enabled": False}})).mooncake
-    assert mooncake is not None
-    assert mooncake.store.enabled is False
+def test_store_mode_may_not_switch_its_store_off() -> None:
+    """Its server would get a MultiConnector of no connectors (fleetctl store configure --disable)."""
+    problem = only_problem(store_mode({"store": {"enabled": False}}))
+    assert problem.path == "endpoints.chat.mooncake.store.enabled"
+    assert "must be true for mode 'store'" in problem.message
+    assert "remove the mooncake block and set image" in problem.message
 
 
 @pytest.mark.parametrize("mode", ["disaggregated", "both"])
@@ -1397,9 +1399,10 @@ def test_store_sizes_default_to_the_pins() -> None:
 
 
 def test_store_sizes_are_canonicalised() -> None:
-    mooncake = chat(store_mode({"store": {"global_segment_size": " 0008 ", "local_buffer_size": "2GiB"}})).mooncake
+    store = {"global_segment_size": " 0008388608 ", "local_buffer_size": "2GiB"}
+    mooncake = chat(store_mode({"store": store})).mooncake
     assert mooncake is not None
-    assert (mooncake.store.global_segment_size, mooncake.store.local_buffer_size) == ("8", str(2 * 2**30))
+    assert (mooncake.store.global_segment_size, mooncake.store.local_buffer_size) == ("8388608", str(2 * 2**30))
 
 
 def test_store_protocol_and_device_name_inherit_transfer() -> None:
