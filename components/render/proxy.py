@@ -103,6 +103,9 @@ def proxy_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
     return container
 
 
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+
+
 def proxy_deployment(endpoint: PlacedEndpoint) -> dict[str, Any]:
     container = proxy_container(endpoint)
     amounts = {"cpu": "1", "memory": "1Gi"}
@@ -126,6 +129,21 @@ def proxy_deployment(endpoint: PlacedEndpoint) -> dict[str, Any]:
     name = naming.object_name(endpoint.name, "proxy")
     pod["volumes"] = [tmp_volume(), {"name": PROGRAM_VOLUME, "configMap": {"name": name}}]
     pod["containers"] = [container]
+    # Preferably on different nodes, so that one node's loss never takes every proxy. Preferred, not
+    # required: a small system group still holds both replicas and the surge of a roll.
+    pod["affinity"] = {
+        "podAntiAffinity": {
+            "preferredDuringSchedulingIgnoredDuringExecution": [
+                {
+                    "weight": 100,
+                    "podAffinityTerm": {
+                        "labelSelector": {"matchLabels": naming.selector_labels(endpoint.name, "proxy")},
+                        "topologyKey": HOSTNAME_LABEL,
+                    },
+                }
+            ]
+        }
+    }
     template_metadata = {
         "labels": endpoint.labels("proxy"),
         "annotations": {PROGRAM_CHECKSUM_ANNOTATION: program_checksum()},

@@ -119,6 +119,19 @@ def test_the_proxy_runs_two_replicas_locked_down_behind_a_disruption_budget() ->
     assert all(mount.get("readOnly") for mount in container["volumeMounts"] if mount["mountPath"] != "/tmp")
 
 
+def test_the_proxy_replicas_prefer_different_nodes_without_requiring_it() -> None:
+    pod = mooncake_objects(split(), None)["proxy"]["spec"]["template"]["spec"]
+    anti = pod["affinity"]["podAntiAffinity"]
+    assert "requiredDuringSchedulingIgnoredDuringExecution" not in anti
+    (preference,) = anti["preferredDuringSchedulingIgnoredDuringExecution"]
+    term = preference["podAffinityTerm"]
+    assert term["topologyKey"] == "kubernetes.io/hostname"
+    assert (
+        term["labelSelector"]["matchLabels"]
+        == mooncake_objects(split(), None)["proxy"]["spec"]["selector"]["matchLabels"]
+    )
+
+
 def test_readiness_and_the_load_balancer_check_the_proxys_health_for_200() -> None:
     objects = mooncake_objects(split(), None)
     (container,) = objects["proxy"]["spec"]["template"]["spec"]["containers"]
