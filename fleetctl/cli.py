@@ -3,18 +3,23 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 from collections.abc import Sequence
+from importlib import metadata
 from pathlib import Path
 
 from components.spec import StackSpec
 from components.spec.errors import Problem, ProblemsError
 from fleetctl import diff
+from fleetctl.completion import bash_script
 from fleetctl.edit import commands as edit_commands
 from fleetctl.plan import ProgramError, check_output, run_program, summary, write_plan
 from fleetctl.policy_check import check_plan, report
+from fleetctl.progress import progress
 from fleetctl.project import find_project, resolve_stack
+from fleetctl.reports import failure_record, plan_record, validate_record, with_policy
 from fleetctl.stackfile import (
     PROJECT_ROOT,
     StackFile,
@@ -36,13 +41,33 @@ def _stack_arguments(parser: argparse.ArgumentParser) -> None:
     which.add_argument("--stack-file", metavar="PATH", type=Path, help="read this stack file")
 
 
+def _output_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--output",
+        choices=("table", "json"),
+        default="table",
+        help="table for people (default), json for scripts: one document on stdout, problems included",
+    )
+
+
+def version() -> str:
+    """The installed package's version (pyproject.toml), as pip recorded it."""
+    try:
+        return metadata.version("inference-fleet")
+    except metadata.PackageNotFoundError:
+        return "unknown (not installed: pip install -e .)"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="fleetctl", description="Validate, plan and edit inference-fleet stacks.")
+    parser.add_argument("--version", action="version", version=f"fleetctl {version()}", help="print the version")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     validate = commands.add_parser("validate", help="check a stack file against the endpoint spec")
     _stack_arguments(validate)
+    _output_argument(validate)
     plan = commands.add_parser("plan", help="run the program offline under mocks and write the plan")
     _stack_arguments(plan)
+    _output_argument(plan)
     plan.add_argument(
         "--out",
         metavar="DIR",
@@ -56,13 +81,28 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("diff", help="compare two plans or stack files (see fleetctl diff --help)", add_help=False)
     commands.add_parser("verify", help="check a deployed stack's endpoints through their routes", add_help=False)
     edit_commands.add_commands(commands)
+    completion = commands.add_parser(
+        "completion",
+        help="print a shell completion script (source <(fleetctl completion bash))",
+        description="Print a completion script for fleetctl's commands and options; load it in ~/.bashrc with "
+        "source <(fleetctl completion bash).",
+    )
+    completion.add_argument("shell", choices=("bash",), help="the shell to complete in")
     return parser
 
 
-def _report(problems: Sequence[Problem | str]) -> int:
+def _report(problems: Sequence[Problem | str], arguments: argparse.Namespace | None = None) -> int:
+    """Exit 1 with ``error:`` lines on stderr, or with ``--output json`` a JSON document on stdout."""
+    if arguments is not None and arguments.output == "json":
+        _print_json(failure_record(arguments.command, problems))
+        return 1
     for problem in problems:
         print(problem, file=sys.stderr)
     return 1
+
+
+def _print_json(record: dict[str, object]) -> None:
+    print(json.dumps(record, indent=2, default=str))
 
 
 def _load(arguments: argparse.Namespace) -> tuple[StackFile, StackSpec]:
@@ -92,11 +132,17 @@ def _main(argv: Sequence[str] | None = None) -> int:
     arguments = _parser().parse_args(words)
     if arguments.command in edit_commands.COMMANDS:
         return edit_commands.run(arguments)
+    if arguments.command == "completion":
+        print(bash_script(_parser()), end="")
+        return 0
     try:
         stack_file, spec = _load(arguments)
     except ProblemsError as error:  # the stack file, or its config
-        return _report(error.problems)
+        return _report(error.problems, arguments)
     if arguments.command == "validate":
+        if arguments.output == "json":
+            _print_json(validate_record(stack_file, spec))
+            return 0
         print(
             f"{display_path(stack_file.path)}: valid ({len(spec.regions)} region(s): {', '.join(spec.regions)}; "
             f"{len(spec.endpoints)} endpoint(s); {len(spec.placements)} placement(s))"
@@ -105,12 +151,18 @@ def _main(argv: Sequence[str] | None = None) -> int:
     out = arguments.out or _default_out(stack_file.stack)
     try:
         check_output(out)  # before the program runs: a refused directory is known at once
-        plan = run_program(stack_file)
+        with progress(f"fleetctl: planning {display_path(stack_file.path)} offline"):
+            plan = run_program(stack_file)
         files = write_plan(plan, out)
     except ProgramError as error:
-        return _report([f"error: the program failed under the offline plan: {error}"])
+        return _report([f"error: the program failed under the offline plan: {error}"], arguments)
     except ProblemsError as error:
-        return _report(error.problems)
+        return _report(error.problems, arguments)
+    if arguments.output == "json":
+        record = plan_record(plan, stack_file, out, files)
+        violations = check_plan(plan.resources) if arguments.policy else []
+        _print_json(with_policy(record, violations, report(violations)) if arguments.policy else record)
+        return 1 if violations else 0
     print(summary(plan, Path(display_path(out)), files, source=display_path(stack_file.path)))
     if arguments.policy:
         violations = check_plan(plan.resources)

@@ -21,10 +21,11 @@ from fleetctl import diff, stackfile
 from fleetctl.edit import operations
 from fleetctl.edit.document import ABSENT, Edit, Operation, prepare_edit
 from fleetctl.positions import locate
+from fleetctl.progress import progress
 from fleetctl.project import resolve_stack
 from fleetctl.stackfile import display_path, parse_stack_bytes
 
-COMMANDS = ("endpoint", "scale", "topology", "store", "stop", "start", "image", "region", "canary")
+COMMANDS = ("endpoint", "scale", "topology", "store", "stop", "start", "image", "region", "canary", "autoscaling")
 """Top-level fleetctl commands that edit a stack file."""
 
 Builder = Callable[[argparse.Namespace], Operation]
@@ -66,7 +67,9 @@ def add_commands(commands: Subcommands) -> None:
     endpoint = group("endpoint", "add or remove an endpoint")
     add = leaf(endpoint, "add", "endpoint add", _add_endpoint, "add an endpoint (deploy)")
     add.add_argument("--image", help="server image; optional with --mooncake-mode (the pinned vLLM image)")
-    add.add_argument("--framework", choices=("vllm", "sglang", "tgi", "triton"))
+    add.add_argument(
+        "--framework", choices=("vllm", "sglang", "tgi", "triton"), help="the server's framework (default vllm)"
+    )
     add.add_argument("--region", action="append", default=[], metavar="REGION", help="serve only here (repeatable)")
     add.add_argument("--replicas", type=int, help="pods of a classic endpoint")
     add.add_argument("--gpu-count", type=int, help="GPUs per pod")
@@ -77,7 +80,11 @@ def add_commands(commands: Subcommands) -> None:
         help="Hugging Face Hub id the server downloads (org/name); with --model-source the name it serves under",
     )
     add.add_argument("--model-source", metavar="S3_URI", help="s3:// URI of the weights, synced into the pod")
-    add.add_argument("--mooncake-mode", choices=("disaggregated", "store", "both"))
+    add.add_argument(
+        "--mooncake-mode",
+        choices=("disaggregated", "store", "both"),
+        help="a Mooncake endpoint: prefill/decode split, a shared KV-cache store, or both",
+    )
     add.add_argument("--prefill", type=int, help="prefill instances (with --mooncake-mode; default 1)")
     add.add_argument("--decode", type=int, help="decode instances (with --mooncake-mode; default 1)")
     add.add_argument("--protocol", choices=("rdma", "tcp"), help="KV transfer protocol (default rdma)")
@@ -85,18 +92,20 @@ def add_commands(commands: Subcommands) -> None:
     leaf(endpoint, "remove", "endpoint remove", _simple(operations.remove_endpoint), "remove an endpoint (delete)")
 
     scale = leaf(commands, "scale", "scale", _scale, "set the replicas of a classic endpoint")
-    scale.add_argument("replicas", metavar="N", type=int)
+    scale.add_argument("replicas", metavar="N", type=int, help="pods to run")
 
     topology = group("topology", "the prefill/decode counts of a Mooncake endpoint")
     topology_set = leaf(topology, "set", "topology set", _topology, "set the XpYd topology")
-    topology_set.add_argument("--prefill", type=int, metavar="X")
-    topology_set.add_argument("--decode", type=int, metavar="Y")
+    topology_set.add_argument("--prefill", type=int, metavar="X", help="prefill instances (kept when not given)")
+    topology_set.add_argument("--decode", type=int, metavar="Y", help="decode instances (kept when not given)")
 
     store = group("store", "the Mooncake KV-cache store of an endpoint")
     configure = leaf(store, "configure", "store configure", _store, "configure the store")
     configure.add_argument("--global-segment-size", metavar="SIZE", help="bytes, as digits or with KiB/MiB/GiB/TiB")
     configure.add_argument("--local-buffer-size", metavar="SIZE", help="bytes, as digits or with KiB/MiB/GiB/TiB")
-    configure.add_argument("--offload", choices=("cpu", "disk", "none"))
+    configure.add_argument(
+        "--offload", choices=("cpu", "disk", "none"), help="where the pool lives beyond the ranks' DRAM (default cpu)"
+    )
     configure.add_argument(
         "--cold-tier", action=argparse.BooleanOptionalAction, help="opt in to the cold tier (enables the store)"
     )
@@ -109,27 +118,47 @@ def add_commands(commands: Subcommands) -> None:
 
     image = group("image", "the image of an endpoint")
     leaf(image, "set", "image set", _image, "set the image (drops region_image_uris)").add_argument(
-        "image", metavar="IMAGE"
+        "image", metavar="IMAGE", help="the image reference, e.g. vllm/vllm-openai:v0.34.0"
     )
 
     region = group("region", "the regions an endpoint serves")
     leaf(region, "add", "region add", _region(operations.add_region), "serve in one more region").add_argument(
-        "region", metavar="REGION"
+        "region", metavar="REGION", help="a region of the stack, e.g. eu-west-1"
     )
     leaf(region, "remove", "region remove", _region(operations.remove_region), "stop serving in a region").add_argument(
-        "region", metavar="REGION"
+        "region", metavar="REGION", help="a region the endpoint serves"
     )
 
     canary = group("canary", "a weighted canary of a classic endpoint")
     start = leaf(canary, "start", "canary start", _canary_start, "start a canary")
-    start.add_argument("--image", required=True)
+    start.add_argument("--image", required=True, help="the canary's image reference")
     start.add_argument("--weight", required=True, type=int, metavar="W", help="percent of traffic, 1-99")
     start.add_argument("--replicas", type=int, metavar="R", help="canary pods (default 1)")
     leaf(canary, "weight", "canary weight", _canary_weight, "move the canary's weight").add_argument(
-        "weight", metavar="W", type=int
+        "weight", metavar="W", type=int, help="percent of traffic, 1-99"
     )
     leaf(canary, "promote", "canary promote", _simple(operations.promote_canary), "make the canary image the image")
     leaf(canary, "rollback", "canary rollback", _simple(operations.rollback_canary), "remove the canary")
+
+    autoscaling = group("autoscaling", "the autoscaler of a classic endpoint or of a Mooncake role")
+    bounds = leaf(autoscaling, "set", "autoscaling set", _autoscaling, "set the autoscaler's bounds and metrics")
+    bounds.add_argument("--min", dest="min_replicas", type=int, metavar="N", help="fewest replicas it keeps")
+    bounds.add_argument("--max", dest="max_replicas", type=int, metavar="N", help="most replicas it may run")
+    bounds.add_argument(
+        "--metric",
+        dest="metrics",
+        action="append",
+        default=[],
+        metavar="METRIC",
+        help="what it scales on: cpu:70, memory:80, gpu:60, gpu_memory:80 or pods/<metric>:<value> "
+        "(repeatable; replaces the list)",
+    )
+    bounds.add_argument("--role", choices=("prefill", "decode"), help="the Mooncake role (Mooncake endpoints only)")
+    toggle = bounds.add_mutually_exclusive_group()
+    toggle.add_argument("--enable", dest="enabled", action="store_const", const=True, help="autoscale")
+    toggle.add_argument(
+        "--disable", dest="enabled", action="store_const", const=False, help="stop autoscaling; the bounds stay"
+    )
 
 
 # Arguments to operations.
@@ -207,6 +236,18 @@ def _canary_weight(arguments: argparse.Namespace) -> Operation:
     return functools.partial(operations.set_canary_weight, name=arguments.name, weight=arguments.weight)
 
 
+def _autoscaling(arguments: argparse.Namespace) -> Operation:
+    return functools.partial(
+        operations.set_autoscaling,
+        name=arguments.name,
+        min_replicas=arguments.min_replicas,
+        max_replicas=arguments.max_replicas,
+        metrics=arguments.metrics,
+        enabled=arguments.enabled,
+        role=arguments.role,
+    )
+
+
 # Running one edit.
 
 
@@ -214,9 +255,7 @@ def run(arguments: argparse.Namespace) -> int:
     try:
         path: Path = arguments.stack_file or resolve_stack(arguments.stack).path
     except ProblemsError as error:  # no project here, or no such stack
-        for problem in error.problems:
-            print(problem, file=sys.stderr)
-        return 1
+        return _refused(arguments, None, error.problems)
     operation: Operation = arguments.edit(arguments)
     try:
         edit = prepare_edit(path, operation)
@@ -243,12 +282,13 @@ def run(arguments: argparse.Namespace) -> int:
 def _infrastructure_change(path: Path, edit: Edit) -> diff.PlanDiff:
     """The offline plans of the stack before and after the edit, compared (``fleetctl diff``)."""
     label = display_path(path)
-    before = diff.plan_stack_file(parse_stack_bytes(path, edit.document.original), label)
-    after = diff.plan_stack_file(parse_stack_bytes(path, edit.after), label)
+    with progress(f"fleetctl: planning {label} before and after the edit"):
+        before = diff.plan_stack_file(parse_stack_bytes(path, edit.document.original), label)
+        after = diff.plan_stack_file(parse_stack_bytes(path, edit.after), label)
     return diff.diff_plans(before, after)
 
 
-def _refused(arguments: argparse.Namespace, path: Path, problems: Sequence[Problem]) -> int:
+def _refused(arguments: argparse.Namespace, path: Path | None, problems: Sequence[Problem]) -> int:
     """Exit 1 with the problems: ``error:`` lines on stderr, or with ``--output json`` the
     edit's JSON record on stdout, nothing written and every problem in it."""
     if arguments.output != "json":
@@ -256,8 +296,8 @@ def _refused(arguments: argparse.Namespace, path: Path, problems: Sequence[Probl
             print(problem, file=sys.stderr)
         return 1
     record = {
-        "file": display_path(path),
-        "stack": stackfile.stack_name(path),
+        "file": display_path(path) if path is not None else None,
+        "stack": stackfile.stack_name(path) if path is not None else arguments.stack,
         "command": arguments.edit_label,
         "endpoint": arguments.name,
         "dry_run": arguments.dry_run,

@@ -4,15 +4,20 @@ every option, shell completion, progress, autoscaling edits)."""
 
 from __future__ import annotations
 
+import argparse
+import difflib
+import io
 import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from fleetctl import cli
+from fleetctl import progress as progress_module
 from fleetctl.cli import main
 from fleetctl.stackfile import stack_path
 
@@ -134,6 +139,16 @@ def test_a_problem_without_a_place_in_the_file_has_only_path_and_message(
     [problem] = json.loads(capsys.readouterr().out)["problems"]
     assert set(problem) == {"path", "message"}
     assert problem["path"] == "endpoints.embed.model"
+
+
+def test_an_edit_of_a_stack_that_is_not_there_is_a_json_error_document_too(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["scale", "assistant", "2", "--stack", "no-such-stack", "--output", "json"]) == 1
+    out, err = capsys.readouterr()
+    assert err == ""
+    record = json.loads(out)
+    assert (record["file"], record["stack"], record["written"]) == (None, "no-such-stack", False)
+    assert record["problems"]
+    assert all(set(problem) >= {"path", "message"} for problem in record["problems"])
 
 
 def test_an_accepted_edit_with_json_output_lists_no_problems(
@@ -278,3 +293,271 @@ def test_an_edit_plan_shows_the_prefix_it_adds_to_the_workload_policy_not_shifte
         'policy(json).Statement[0].Condition.StringLike.s3:prefix[0]: (none) -> "aaa/*"',
         'policy(json).Statement[1].Resource[0]: (none) -> "arn:aws:s3:::dev-models/aaa/*"',
     ]
+
+
+# validate and plan speak JSON too.
+
+
+def test_validate_with_json_output_describes_the_stack(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["validate", "--stack-file", str(stack_path("dev")), "--output", "json"]) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert (record["command"], record["stack"], record["valid"], record["problems"]) == ("validate", "dev", True, [])
+    assert record["endpoints"] == ["assistant", "chat-pd", "kv-cache"]
+    assert {"endpoint": "assistant", "region": "us-west-2", "node_group": "gpu"}.items() <= record["placements"][
+        0
+    ].items()
+
+
+def test_validate_with_json_output_lists_the_problems_on_stdout(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    stack = tmp_path / "Pulumi.dev.yaml"
+    stack.write_text(
+        stack_path("dev")
+        .read_text()
+        .replace("      gpu_count: 1\n      replicas: 1\n", "      gpu_count: 1\n      replica: 1\n")
+    )
+    assert main(["validate", "--stack-file", str(stack), "--output", "json"]) == 1
+    out, err = capsys.readouterr()
+    assert err == ""
+    record = json.loads(out)
+    assert record["valid"] is False
+    [problem] = record["problems"]
+    assert problem["path"] == "endpoints.assistant.replica"
+    assert problem["message"] == "unknown key; did you mean 'replicas'?"
+    assert (problem["file"], problem["line"], problem["column"]) == (str(stack), 38, 7)
+
+
+def test_plan_with_json_output_counts_the_resources_and_names_the_files(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "plan"
+    argv = ["plan", "--stack-file", str(stack_path("dev")), "--out", str(out), "--output", "json", "--policy"]
+    assert main(argv) == 0
+    record = json.loads(capsys.readouterr().out)
+    assert (record["command"], record["stack"], record["problems"]) == ("plan", "dev", [])
+    assert record["policy"] == {"violations": []}
+    assert Path(record["plan"]).resolve() == (out / "plan.json").resolve()
+    assert record["resources"] == sum(sum(kinds.values()) for kinds in record["regions"].values())
+    assert record["regions"]["us-west-2"]["kubernetes:apps/v1:Deployment"] >= 3
+    assert record["manifests"] == len(list((out / "manifests").rglob("*.yaml")))
+
+
+# The small comforts.
+
+
+def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[str]) -> None:
+    from importlib import metadata
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--version"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out == f"fleetctl {metadata.version('inference-fleet')}\n"
+
+
+def _parsers() -> list[tuple[str, argparse.ArgumentParser]]:
+    from fleetctl.cli import _parser
+    from fleetctl.diff.command import _parser as diff_parser
+    from fleetctl.verify.command import parser as verify_parser
+
+    found = []
+
+    def walk(name: str, parser: argparse.ArgumentParser) -> None:
+        found.append((name, parser))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for word, child in action.choices.items():
+                    walk(f"{name} {word}", child)
+
+    walk("fleetctl", _parser())
+    walk("fleetctl diff", diff_parser())
+    walk("fleetctl verify", verify_parser())
+    return found
+
+
+def test_every_option_and_argument_of_every_command_has_help() -> None:
+    missing = [
+        f"{name} {'/'.join(action.option_strings) or action.dest}"
+        for name, parser in _parsers()
+        for action in parser._actions
+        if action.help is None and not isinstance(action, argparse._SubParsersAction)  # its commands have help
+    ]
+    missing += [
+        f"{name} {command.dest}"
+        for name, parser in _parsers()
+        for action in parser._actions
+        if isinstance(action, argparse._SubParsersAction)
+        for command in action._choices_actions
+        if not command.help
+    ]
+    assert missing == []
+
+
+def test_the_bash_completion_script_is_valid_bash_and_completes_commands_options_and_choices(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["completion", "bash"]) == 0
+    script = tmp_path / "fleetctl.bash"
+    script.write_text(capsys.readouterr().out)
+    subprocess.run(["bash", "-n", str(script)], check=True)
+    (tmp_path / "stacks").mkdir()
+    (tmp_path / "stacks" / "Pulumi.staging.yaml").write_text("config: {}\n")
+    cases = {
+        "fleetctl ca": "canary",
+        "fleetctl canary ": "start weight promote rollback",
+        "fleetctl --stack dev autoscaling ": "set",
+        "fleetctl autoscaling set chat --ro": "--role",
+        "fleetctl autoscaling set chat --role ": "prefill decode",
+        "fleetctl verify --triton-i": "--triton-input",
+        "fleetctl diff --out": "--output",
+        "fleetctl diff --output ": "json markdown text",
+        "fleetctl plan --output j": "json",
+        "fleetctl scale --stack ": "staging",
+        "fleetctl completion ": "bash",
+    }
+    lines = [f"source {script}"]
+    for line in cases:
+        words = line.split(" ")
+        lines.append(
+            f"COMP_WORDS=({' '.join(repr(word) for word in words)}); COMP_CWORD={len(words) - 1}; "
+            'COMPREPLY=(); _fleetctl; echo "${COMPREPLY[*]}"'
+        )
+    result = subprocess.run(
+        ["bash", "-c", "\n".join(lines)], cwd=tmp_path, capture_output=True, text=True, check=True, timeout=60
+    )
+    assert dict(zip(cases, result.stdout.splitlines(), strict=True)) == cases
+
+
+class _Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_progress_shows_on_a_terminal_once_the_work_is_slow_and_is_erased(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress_module, "DELAY_SECONDS", 0.05)
+    monkeypatch.setattr(progress_module, "INTERVAL_SECONDS", 0.05)
+    terminal = _Terminal()
+    with progress_module.progress("fleetctl: planning", terminal):
+        time.sleep(0.3)
+    text = terminal.getvalue()
+    assert text.startswith(f"{progress_module.ERASE_LINE}fleetctl: planning: 0 s")
+    assert text.endswith(progress_module.ERASE_LINE)
+    quick = _Terminal()
+    monkeypatch.setattr(progress_module, "DELAY_SECONDS", 5.0)
+    with progress_module.progress("fleetctl: planning", quick):
+        pass
+    assert quick.getvalue() == ""
+
+
+def test_progress_never_writes_to_a_pipe_or_file(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(progress_module, "DELAY_SECONDS", 0.0)
+    stream = io.StringIO()
+    with progress_module.progress("fleetctl: planning", stream):
+        time.sleep(0.1)
+    assert stream.getvalue() == ""
+
+
+def test_a_plan_on_a_terminal_shows_its_progress_on_stderr_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(progress_module, "DELAY_SECONDS", 0.0)
+    terminal = _Terminal()
+    monkeypatch.setattr(sys, "stderr", terminal)
+    assert main(["plan", "--stack-file", str(stack_path("dev")), "--out", str(tmp_path / "plan")]) == 0
+    assert "fleetctl: planning " in terminal.getvalue()
+    assert terminal.getvalue().endswith(progress_module.ERASE_LINE)
+    assert "planning" not in capsys.readouterr().out
+
+
+# autoscaling set: the min/max/metrics that scale's refusal tells users to change.
+
+
+def test_scale_of_an_autoscaled_endpoint_names_the_command_that_changes_its_bounds(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = copy_stack(tmp_path, "prod")
+    assert main(["scale", "summarize", "4", "--stack-file", str(path)]) == 1
+    assert "fleetctl autoscaling set summarize --min N --max M, or --disable" in capsys.readouterr().err
+
+
+AUTOSCALING_EDITS = {
+    "bounds and metrics in place": (
+        "prod",
+        ["autoscaling", "set", "summarize", "--min", "3", "--max", "6", "--metric", "gpu:60", "--metric", "cpu:80"],
+        [
+            "-        min_replicas: 2",
+            "-        max_replicas: 8",
+            '-        metrics: ["gpu:70"]',
+            "+        min_replicas: 3",
+            "+        max_replicas: 6",
+            '+        metrics: ["gpu:60", "cpu:80"]',
+        ],
+    ),
+    "disable keeps the bounds": ("prod", ["autoscaling", "set", "summarize", "--disable"], ["+        enabled: false"]),
+    "a classic endpoint starts autoscaling": (
+        "dev",
+        ["autoscaling", "set", "assistant", "--min", "1", "--max", "2"],
+        ["+      autoscaling:", "+        min_replicas: 1", "+        max_replicas: 2"],
+    ),
+    "a Mooncake role": (
+        "dev",
+        ["autoscaling", "set", "chat-pd", "--role", "decode", "--max", "2", "--enable"],
+        ["+        autoscaling:", "+          enabled: true", "+          decode:", "+            max_replicas: 2"],
+    ),
+}
+
+
+@pytest.mark.parametrize(("stack", "argv", "expected"), AUTOSCALING_EDITS.values(), ids=AUTOSCALING_EDITS.keys())
+def test_autoscaling_set_changes_exactly_the_autoscaler_lines(
+    stack: str, argv: list[str], expected: list[str], tmp_path: Path
+) -> None:
+    path = copy_stack(tmp_path, stack)
+    before = path.read_text()
+    assert main([*argv, "--stack-file", str(path)]) == 0
+    diff = difflib.unified_diff(before.splitlines(), path.read_text().splitlines(), lineterm="", n=0)
+    assert [line for line in list(diff)[2:] if not line.startswith("@@")] == expected
+
+
+def test_autoscaling_disable_then_enable_leaves_the_file_as_it_was(tmp_path: Path) -> None:
+    path = copy_stack(tmp_path, "prod")
+    before = path.read_bytes()
+    assert main(["autoscaling", "set", "summarize", "--disable", "--stack-file", str(path)]) == 0
+    assert main(["autoscaling", "set", "summarize", "--enable", "--stack-file", str(path)]) == 0
+    assert path.read_bytes() == before
+
+
+AUTOSCALING_REFUSED = {
+    "nothing to set": ("prod", ["autoscaling", "set", "summarize"], "nothing to set"),
+    "max below min": (
+        "prod",
+        ["autoscaling", "set", "summarize", "--max", "1"],
+        "max_replicas must be >= min_replicas",
+    ),
+    "a metric that is none": (
+        "prod",
+        ["autoscaling", "set", "summarize", "--metric", "cpu:170"],
+        "metrics[0]: must be",
+    ),
+    "a role of a classic endpoint": (
+        "prod",
+        ["autoscaling", "set", "summarize", "--role", "decode", "--max", "3"],
+        "--role is for",
+    ),
+    "a Mooncake endpoint without a role": ("dev", ["autoscaling", "set", "chat-pd", "--max", "2"], "--role prefill"),
+    "a role without max_replicas": (
+        "dev",
+        ["autoscaling", "set", "chat-pd", "--role", "prefill", "--min", "1", "--enable"],
+        "mooncake.autoscaling.prefill.max_replicas: is required",
+    ),
+}
+
+
+@pytest.mark.parametrize(("stack", "argv", "message"), AUTOSCALING_REFUSED.values(), ids=AUTOSCALING_REFUSED.keys())
+def test_autoscaling_set_refuses_what_would_not_validate(
+    stack: str, argv: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = copy_stack(tmp_path, stack)
+    before = path.read_bytes()
+    assert main([*argv, "--stack-file", str(path)]) == 1
+    assert message in capsys.readouterr().err
+    assert path.read_bytes() == before
