@@ -8,7 +8,16 @@ from components.catalog import InstanceCatalog, instance_catalog
 from components.render.endpoint import endpoint_objects
 from components.render.placement import placed
 from components.schedulability.nodes import Node, allocatable, group_nodes, node_count, region_nodes
-from components.schedulability.packing import SCARCE, SHOWN, Misfit, Placement, Shortage, place, run_daemon_sets
+from components.schedulability.packing import (
+    SCARCE,
+    SEARCH_LIMIT,
+    SHOWN,
+    Misfit,
+    Placement,
+    Shortage,
+    place,
+    run_daemon_sets,
+)
 from components.schedulability.platform_pods import daemon_sets, platform_workloads
 from components.schedulability.quantities import MEMORY, describe
 from components.schedulability.workloads import Workload, workloads_of
@@ -143,7 +152,7 @@ def _shortage(region_name: str, region: Region, shortage: Shortage, size_field: 
     scarce = [resource for resource, total in demand.items() if total]
     totals = ", ".join(describe(resource, demand[resource]) for resource in scarce)
     if shortage.needed is None:
-        need = "no number of its nodes holds them"
+        need = f"they need more than {have + SEARCH_LIMIT} nodes"
         fix = "lower the replicas or move endpoints to another group"
     else:
         need = f"they need {shortage.needed} nodes"

@@ -174,23 +174,33 @@ def place(
 
 
 def _pack(candidates: Mapping[Workload, Sequence[Node]]) -> list[Workload]:
-    """First-fit decreasing; returns the workloads of the pods that found no node."""
-    pending = [(workload, index) for workload in candidates for index in range(workload.replicas + workload.surge)]
-    pending.sort(key=lambda item: (_weight(item[0]), item[0].label, item[1]))
+    """First-fit decreasing; returns the workloads whose pods did not all find a node. The pods of
+    one workload are identical and a node only fills up, so each workload's search resumes at the
+    first node that held its previous pod: the work is bounded by pods placed plus nodes, however
+    many pods a workload asks for."""
     unplaced = []
-    for workload, index in pending:
-        node = next((n for n in candidates[workload] if fits(workload.requests, n.free)), None)
-        if node is None:
-            unplaced.append(workload)
-        else:
-            _take(node, workload.requests, f"{workload.label}#{index}")
+    for workload in sorted(candidates, key=lambda workload: (_weight(workload), workload.label)):
+        nodes = candidates[workload]
+        position = 0
+        for index in range(workload.replicas + workload.surge):
+            while position < len(nodes) and not fits(workload.requests, nodes[position].free):
+                position += 1
+            if position == len(nodes):
+                unplaced.append(workload)
+                break
+            _take(nodes[position], workload.requests, f"{workload.label}#{index}")
     return unplaced
 
 
+SEARCH_LIMIT = 1000
+"""How many nodes beyond a group's size the search for the count it needs tries at most."""
+
+
 def _nodes_needed(group: str, workloads: Sequence[Workload], grow: NodeFactory, have: int) -> int | None:
-    """The fewest nodes of ``group`` that hold every pod of ``workloads`` (pods bound to it).
-    Binary search: first-fit over more nodes of a group (appended after the others) never
-    places fewer pods, and one node per pod always suffices unless a pod fits no node."""
+    """The fewest nodes of ``group`` that hold every pod of ``workloads`` (pods bound to it), or None
+    when more than ``have + SEARCH_LIMIT`` would. Binary search: first-fit over more nodes of a
+    group (appended after the others) never places fewer pods, and one node per pod suffices for
+    pods that each fit a node."""
 
     def holds(count: int) -> bool:
         fresh = grow(group, count)
@@ -200,7 +210,8 @@ def _nodes_needed(group: str, workloads: Sequence[Workload], grow: NodeFactory, 
         }
         return all(chosen.values()) and not _pack(chosen)
 
-    low, high = have + 1, have + sum(workload.replicas + workload.surge for workload in workloads)
+    pods = sum(workload.replicas + workload.surge for workload in workloads)
+    low, high = have + 1, have + min(pods, SEARCH_LIMIT)
     if not holds(high):
         return None
     while low < high:
