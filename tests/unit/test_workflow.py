@@ -131,6 +131,6 @@ def test_the_offline_plan_diff_plans_every_stack_when_what_a_plan_depends_on_cha
         ["bash", "-e", "-c", plan_diff_script()], cwd=repository, env=environment, capture_output=True, text=True
     )
     assert ran.returncode == 0, ran.stderr
-    assert calls.read_text().splitlines() == [f"diff --base-ref base {name} --format markdown" for name in diffed]
+    assert calls.read_text().splitlines() == [f"diff --base-ref base {name} --output markdown" for name in diffed]
     summary = (repository / "diff.md").read_text()
     assert ("every stack is planned" in summary) == (diffed == BOTH and not changed.startswith("stacks/"))
