@@ -37,7 +37,7 @@ class Fleet(pulumi.ComponentResource):
     placements: pulumi.Output[dict[str, Any]]
     """endpoint -> region -> {node_group, image}: where each endpoint runs."""
     endpoints: pulumi.Output[dict[str, Any]]
-    """endpoint -> region -> engine record with the routed address (spec section 6)."""
+    """endpoint -> region -> engine record with the routed address (docs/design.md, "The engine record")."""
 
     def __init__(self, name: str, args: FleetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:fleet:Fleet", name, None, opts)

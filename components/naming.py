@@ -1,4 +1,4 @@
-"""Every derived name and label, in one place (DESIGN decision 3).
+"""Every derived name and label, in one place (docs/design.md, decision 3).
 
 Selectors depend only on the endpoint name and the role, so no ordinary edit
 (replicas, image, weight, store sizes) can change them and replace a workload.
@@ -21,7 +21,7 @@ Role = Literal["server", "prefill", "decode", "store", "proxy", "canary", "route
 _NAME_LIMITS: dict[str, int] = {
     "": 63,  # Service and Deployment of a classic endpoint
     "-canary": 63,
-    "-prefill": 52,  # StatefulSet (stable per-pod addresses, DESIGN decision 8)
+    "-prefill": 52,  # StatefulSet (stable per-pod addresses, docs/design.md, decision 8)
     "-decode": 63,
     "-proxy": 63,
     "-store": 52,  # StatefulSet of the Mooncake master

@@ -1,4 +1,4 @@
-"""The offline plan: run the real ``__main__.py`` under recording mocks (DESIGN decision 13).
+"""The offline plan: run the real ``__main__.py`` under recording mocks (docs/design.md, decision 13).
 
 Writes ``plan.json`` (every resource with urn, type, name, parent, provider,
 inputs and options, plus the stack outputs) and the Kubernetes manifests per

@@ -1,4 +1,5 @@
-"""The region's KV cold tier: a private, KMS-encrypted, versioned, TLS-only S3 bucket (DESIGN decisions 5, 11)."""
+"""The region's KV cold tier: a private, KMS-encrypted, versioned, TLS-only S3 bucket
+(docs/design.md, decisions 5 and 11)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""EFA and capacity rules of a GPU node group, as data plus pure functions (DESIGN decision 7).
+"""EFA and capacity rules of a GPU node group, as data plus pure functions (docs/design.md, decision 7).
 
 Nothing here creates a resource; ``node_groups`` turns these answers into a launch
 template and a managed node group.

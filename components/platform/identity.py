@@ -1,4 +1,4 @@
-"""The IAM identity of inference pods, through EKS Pod Identity (DESIGN decision 11; eks_efa.md §5.2)."""
+"""The IAM identity of inference pods, through EKS Pod Identity (docs/design.md, decision 11; eks_efa.md §5.2)."""
 
 from __future__ import annotations
 

@@ -6,7 +6,7 @@ data) under a ``pulumi_eks.ManagedNodeGroup`` on the cluster's Kubernetes versio
 whose size Cluster Autoscaler owns after creation, and tag its Auto Scaling group
 with what a node offers while the group has none; the EFA group adds its network
 interfaces, a cluster placement group, a self-referencing security group and one
-availability zone (DESIGN decision 7). The AWS provider is inherited from the
+availability zone (docs/design.md, decision 7). The AWS provider is inherited from the
 parent (``RegionalPlatform``).
 """
 

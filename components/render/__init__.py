@@ -1,1 +1,1 @@
-"""Pure renderers: validated spec in, Kubernetes-shaped dicts out (DESIGN decision 2)."""
+"""Pure renderers: validated spec in, Kubernetes-shaped dicts out (docs/design.md, decision 2)."""

@@ -21,7 +21,7 @@ PROGRESS_DEADLINE_SECONDS = 2 * STARTUP_FAILURE_THRESHOLD * STARTUP_PERIOD_SECON
 def deployment(
     endpoint: PlacedEndpoint, role: naming.Role, replicas: int | None, template: dict[str, Any]
 ) -> dict[str, Any]:
-    """``replicas`` None leaves the count to the HorizontalPodAutoscaler (DESIGN decision 9):
+    """``replicas`` None leaves the count to the HorizontalPodAutoscaler (docs/design.md, decision 9):
     a field Pulumi does not send is a field its server-side apply does not own."""
     spec: dict[str, Any] = {}
     if replicas is not None:

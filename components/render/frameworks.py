@@ -1,5 +1,5 @@
 """Framework adapters: how each server is launched, and how the framework-neutral engine
-record (spec section 6) becomes that server's own flags. Facts as data, one function.
+record (docs/design.md, "The engine record") becomes that server's own flags. Facts as data, one function.
 
 Flags rendered from a spec field are *owned* by that field: a user ``args`` entry that
 repeats one is refused at validation (argparse servers would silently take the last

@@ -1,5 +1,5 @@
 """The vLLM workloads of a Mooncake endpoint: prefill (a StatefulSet, so the proxy can reach
-the very pod that prefilled: DESIGN decision 8), decode (a Deployment), or the one server of
+the very pod that prefilled: docs/design.md, decision 8), decode (a Deployment), or the one server of
 mode ``store``; each with its role's connector config, the store config and the EFA needs."""
 
 from __future__ import annotations
@@ -175,7 +175,7 @@ def role_template(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTierTa
 
 
 def role_replicas(endpoint: PlacedEndpoint, role: MooncakeRole) -> int | None:
-    """The role's count; None leaves it to the role's autoscaler (DESIGN decision 9)."""
+    """The role's count; None leaves it to the role's autoscaler (docs/design.md, decision 9)."""
     mooncake = mooncake_of(endpoint)
     if endpoint.spec.desired_state == "stopped":
         return 0

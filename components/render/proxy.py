@@ -1,6 +1,6 @@
 """The front of a split endpoint (modes ``disaggregated`` and ``both``): the proxy that sends
 each request to a prefill pod, then to decode with that pod's bootstrap address and engine id,
-so the decoder pulls the KV from the very engine that computed it (DESIGN decision 8).
+so the decoder pulls the KV from the very engine that computed it (docs/design.md, decision 8).
 
 The proxy is our own program (``proxy_program.py``, docs/mooncake-proxy.md), shipped in the
 ConfigMap ``<name>-proxy`` and run with the python3 of the endpoint's vLLM image. It finds the

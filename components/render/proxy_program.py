@@ -10,7 +10,7 @@ A request: prefill on one prefill engine (``max_tokens`` 1, ``kv_transfer_params
 engine's bootstrap address and engine id (``do_remote_prefill``), the decode's answer
 streamed back. The decoder pulls the KV from the very engine that prefilled it.
 
-Peers (DESIGN decision 16: every process survives its peers' restarts): every
+Peers (docs/design.md, decision 16: every process survives its peers' restarts): every
 ``--refresh-seconds`` the prefill pods are the addresses the headless Service's name resolves
 to (every pod, ready or not: the Service publishes not-ready addresses), so pods an
 autoscaler adds or removes are found like any other. A pod takes requests while its

@@ -1,4 +1,4 @@
-"""The offline schedulability check (DESIGN decision 14): every pod a stack renders, and every
+"""The offline schedulability check (docs/design.md, decision 14): every pod a stack renders, and every
 DaemonSet of the platform, placed on the nodes the stack can have, before anything is deployed.
 
 ``check_schedulable`` is the entry point; the layers below it are pure and tested on their own:

@@ -1,5 +1,5 @@
 """Rules that span fields the models cannot see together: regions against the
-instance catalog, and endpoints against the regions they are placed in (spec section 0)."""
+instance catalog, and endpoints against the regions they are placed in."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Image references: framework recognition and per-region ECR rewriting (spec sections 1 and 7)."""
+"""Image references: framework recognition and per-region ECR rewriting."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Byte sizes authored as canonical base-10 integer strings (spec section 2).
+"""Byte sizes authored as canonical base-10 integer strings (docs/config-reference.md).
 
 A byte size survives YAML, JSON and any database as a string of digits, never as a
 float. Accepted input: a non-negative int, a string of ASCII digits (surrounding

@@ -1,4 +1,4 @@
-"""The whole stack config: parsed once, at the edge, into frozen models (DESIGN decision 1)."""
+"""The whole stack config: parsed once, at the edge, into frozen models (docs/design.md, decision 1)."""
 
 from __future__ import annotations
 

@@ -60,7 +60,7 @@ def rendered(endpoint: PlacedEndpoint, bucket: pulumi.Output[str] | None) -> dic
 
 class InferenceEndpoint(pulumi.ComponentResource):
     record: pulumi.Output[dict[str, Any]]
-    """The framework-neutral engine record (spec section 6) with the routed address."""
+    """The framework-neutral engine record (docs/design.md, "The engine record") with the routed address."""
 
     def __init__(self, name: str, args: InferenceEndpointArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:workloads:InferenceEndpoint", name, None, opts)

@@ -1,6 +1,6 @@
 """fleetctl diff: what a stack edit does, resource by resource, before anyone runs it.
 
-Compares two offline plans (DESIGN decision 13) and reports, per region, the resources
+Compares two offline plans (docs/design.md, decision 13) and reports, per region, the resources
 to create, update, replace and delete, the input paths that changed (old -> new), and
 a verdict on what each change does to the running fleet. Replacements come from the
 table in ``fleetctl/replacements.py``; a stateful or protected resource that would be

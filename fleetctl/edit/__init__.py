@@ -1,1 +1,1 @@
-"""Operations (spec sections 4 and 5) as reviewed edits of a stack file."""
+"""Operations (docs/operations.md) as reviewed edits of a stack file."""

@@ -1,4 +1,4 @@
-"""The operations of spec sections 4 and 5 as edits of a stack file's ``config:`` mapping.
+"""The operations of docs/operations.md as edits of a stack file's ``config:`` mapping.
 
 Each function edits the round-trip mapping in place and returns notes for the
 user. It refuses (EditError) what it can tell is wrong before editing; every
@@ -496,7 +496,7 @@ def _check_declared(config: CommentedMap, path: Sequence[str | int], region: str
         )
 
 
-# Canaries (spec section 5).
+# Canaries.
 
 
 def start_canary(config: CommentedMap, name: str, *, image: str, weight: int, replicas: int | None = None) -> list[str]:

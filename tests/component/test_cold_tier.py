@@ -202,7 +202,7 @@ def test_bucket_policy_denies_plain_http_and_old_tls_after_public_access_is_bloc
     assert policy["options"]["dependsOn"] == [block["urn"]]
 
 
-# Stateful things are protected (DESIGN decision 5).
+# Stateful things are protected (docs/design.md, decision 5).
 
 
 @pytest.mark.parametrize(
@@ -230,7 +230,7 @@ def test_settings_can_turn_protection_and_retention_off(plan: Plan) -> None:
         assert "retainOnDelete" not in resource["options"], resource["type"]
 
 
-# Parents and providers (DESIGN decision 4).
+# Parents and providers (docs/design.md, decision 4).
 
 
 @pytest.mark.parametrize("region", ["us-east-1", "eu-west-1", "ap-south-1", "ca-central-1"])

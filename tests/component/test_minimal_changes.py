@@ -1,4 +1,4 @@
-"""Operations as config edits (spec sections 4 and 5): each edit of an example stack,
+"""Operations as config edits (docs/operations.md): each edit of an example stack,
 planned offline before and after, changes exactly what it should and nothing else."""
 
 from __future__ import annotations

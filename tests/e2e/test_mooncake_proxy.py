@@ -1,5 +1,5 @@
 """The real proxy program, started exactly as the proxy Deployment renders it, in front of
-prefill and decode stand-ins that restart, come and go (DESIGN decision 16)."""
+prefill and decode stand-ins that restart, come and go (docs/design.md, decision 16)."""
 
 from __future__ import annotations
 

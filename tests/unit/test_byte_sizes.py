@@ -1,4 +1,4 @@
-"""Byte sizes are canonical base-10 digit strings (endpoint-spec.md section 2)."""
+"""Byte sizes are canonical base-10 digit strings (docs/config-reference.md)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The framework-neutral engine record (endpoint-spec.md section 6)."""
+"""The framework-neutral engine record (docs/design.md, "The engine record")."""
 
 from __future__ import annotations
 

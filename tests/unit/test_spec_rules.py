@@ -1,4 +1,4 @@
-"""Accept and reject rules of the stack config (endpoint-spec.md sections 0, 1, 3 and 5).
+"""Accept and reject rules of the stack config (docs/config-reference.md).
 
 Each reject case is the minimal valid stack of ``stack_builders`` with one thing
 changed; it must produce exactly one problem, at the dotted path named, whose
@@ -981,7 +981,7 @@ def test_rejects_unknown_key_or_wrong_type(config: dict[str, Any], path: str, fr
     assert fragment in problem.message
 
 
-# Messages quote the value received (spec section 3 gives the wording).
+# Messages quote the value received (the wording users see).
 
 QUOTED = [
     case(
