@@ -129,7 +129,7 @@ def config_reference() -> str:
         for name, field in model.model_fields.items():
             description = (field.description or "").replace("|", "\\|")
             kind = _type_name(field.annotation) + field_bounds(field).replace(">=", "≥")
-            lines.append(f"| `{name}` | {kind} | {_default(field)} | {description} |")
+            lines.append(f"| `{field.alias or name}` | {kind} | {_default(field)} | {description} |")
     return "\n".join(lines) + "\n"
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import difflib
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from pydantic import Field, ValidationError
@@ -21,6 +21,7 @@ from components.spec.checks import (
 )
 from components.spec.endpoint import Endpoint
 from components.spec.errors import Problem, SpecError, dotted, problems_from, root_causes
+from components.spec.front import GlobalFront, check_front
 from components.spec.region import Region
 
 NAMESPACE = "inference-fleet"
@@ -35,9 +36,14 @@ class StackConfig(SpecModel):
     endpoints: dict[str, Endpoint] = Field(
         default_factory=dict, description="Inference endpoints by name (a DNS-1035 label)."
     )
+    global_front: GlobalFront = Field(
+        default_factory=GlobalFront,
+        alias="global",
+        description="One address for every endpoint across the regions, with a traffic dial per region.",
+    )
 
 
-CONFIG_KEYS = tuple(StackConfig.model_fields)
+CONFIG_KEYS = tuple(field.alias or name for name, field in StackConfig.model_fields.items())
 
 
 @dataclass(frozen=True)
@@ -47,6 +53,7 @@ class StackSpec:
     regions: Mapping[str, Region]
     endpoints: Mapping[str, Endpoint]
     placements: tuple[Placement, ...]
+    global_front: GlobalFront = field(default_factory=GlobalFront)
 
     def placements_in(self, region: str) -> tuple[Placement, ...]:
         return tuple(placement for placement in self.placements if placement.region == region)
@@ -92,9 +99,25 @@ def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> S
         endpoint_placements, endpoint_problems = place_endpoint(name, endpoint, declared, regions, catalog)
         placements += endpoint_placements
         problems += endpoint_problems
+    front = _parse_front(config.get("global"), problems)
+    if front is not None:
+        targets = {name: endpoint.target_regions for name, endpoint in endpoints.items()}
+        problems += check_front(front, regions, targets)
     if problems:
         raise SpecError(sorted(set(root_causes(problems))))
-    return StackSpec(regions=regions, endpoints=endpoints, placements=tuple(placements))
+    return StackSpec(
+        regions=regions, endpoints=endpoints, placements=tuple(placements), global_front=front or GlobalFront()
+    )
+
+
+def _parse_front(raw: Any, problems: list[Problem]) -> GlobalFront | None:
+    if raw is None:
+        return GlobalFront()
+    try:
+        return GlobalFront.model_validate(raw)
+    except ValidationError as error:
+        problems += problems_from(error, ["global"], GlobalFront)
+        return None
 
 
 def _parse_map(

@@ -1,0 +1,124 @@
+"""The stack's global front door (``inference-fleet:global``): one address for every endpoint
+across the stack's regions, with a traffic dial per region (docs/global.md).
+
+The fields are checked by the model; what needs the rest of the stack (the regions it names,
+where the endpoints run, the routes' ports) by :func:`check_front`, whose problems carry the
+path of the field to change.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Literal
+
+from pydantic import Field
+
+from components.spec.base import SpecModel
+from components.spec.errors import Problem, dotted
+from components.spec.region import Region
+
+KEY = "global"
+"""The config key, ``inference-fleet:global`` (a Python keyword, so the model field is aliased)."""
+
+ACCELERATOR = "global-accelerator"
+ROUTE53_LATENCY = "route53-latency"
+DEFAULT_WEIGHT = 128
+"""Global Accelerator's default endpoint weight (EndpointConfiguration.Weight: 0-255, default 128)."""
+
+
+class FrontRegion(SpecModel):
+    """How much of the traffic Global Accelerator already sends to this region it lets through."""
+
+    traffic_dial: int = Field(
+        100,
+        ge=0,
+        le=100,
+        description="Percent of the traffic routed to this region that it serves (0 drains it; default 100). "
+        "The endpoint group's traffic dial.",
+    )
+    weight: int = Field(
+        DEFAULT_WEIGHT,
+        ge=0,
+        le=255,
+        description="Weight of the region's ALB in its endpoint group (0-255, default 128). With one ALB per "
+        "region it only matters as 0 (no traffic) or not; the dial moves traffic between regions.",
+    )
+
+
+class GlobalFront(SpecModel):
+    """One address for every endpoint in every region of the stack."""
+
+    enabled: bool = Field(False, description="Create the global front door (default false).")
+    kind: Literal["global-accelerator", "route53-latency"] = Field(
+        "global-accelerator",
+        description="global-accelerator (default): static anycast addresses in front of every region's ALB. "
+        "route53-latency (latency records with health checks) is not supported yet.",
+    )
+    regions: dict[str, FrontRegion] = Field(
+        default_factory=dict,
+        description="Per region of the stack: its traffic dial and weight. A region not listed serves at dial 100.",
+    )
+
+    def region(self, name: str) -> FrontRegion:
+        return self.regions.get(name) or FrontRegion()
+
+    def serving(self, regions: Sequence[str]) -> list[str]:
+        """The regions whose dial lets traffic through."""
+        return [name for name in regions if self.region(name).traffic_dial > 0 and self.region(name).weight > 0]
+
+
+def listen_port(region: Region) -> int:
+    """The port the region's routes listen on (components/render/route.py): 443 with a certificate, else 80."""
+    return 443 if region.ingress.certificate_arn is not None else 80
+
+
+def check_front(
+    front: GlobalFront, regions: Mapping[str, Region], target_regions: Mapping[str, Sequence[str] | None]
+) -> list[Problem]:
+    """The rules that need the whole stack. Names are checked whether or not the front is enabled;
+    the rest only when it is."""
+    problems = [
+        Problem(dotted([KEY, "regions", name]), f"is not a region of this stack (regions: {', '.join(regions)})")
+        for name in front.regions
+        if name not in regions
+    ]
+    if not front.enabled:
+        return problems
+    if front.kind == ROUTE53_LATENCY:
+        problems.append(
+            Problem(
+                dotted([KEY, "kind"]),
+                "route53-latency is not supported yet: use global-accelerator (the default), or disable global",
+            )
+        )
+    if regions and not front.serving(list(regions)):
+        problems.append(
+            Problem(
+                dotted([KEY, "regions"]),
+                "drains every region (traffic_dial 0 or weight 0 everywhere): at least one region must serve",
+            )
+        )
+    ports = {name: listen_port(region) for name, region in regions.items()}
+    if len(set(ports.values())) > 1:
+        https = sorted(name for name, port in ports.items() if port == 443)
+        for name, port in ports.items():
+            if port == 80:
+                problems.append(
+                    Problem(
+                        dotted(["regions", name, "ingress", "certificate_arn"]),
+                        f"is missing while {', '.join(https)} route HTTPS on 443: the global address forwards "
+                        "one port to every region, so every region's ingress needs a certificate, or none",
+                    )
+                )
+    for endpoint, targets in target_regions.items():
+        missing = [name for name in regions if targets is not None and name not in targets]
+        if missing:
+            problems.append(
+                Problem(
+                    dotted(["endpoints", endpoint, "target_regions"]),
+                    f"leaves out {', '.join(missing)}: with global enabled every endpoint serves every region "
+                    "(the global address would send its clients to a region that answers 404 while healthy); "
+                    "remove target_regions, or disable global",
+                )
+            )
+    return problems
