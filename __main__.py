@@ -9,6 +9,7 @@ import pulumi_aws as aws
 
 from components import naming
 from components.fleet import Fleet, FleetArgs
+from components.platform import global_front
 from components.spec import CONFIG_KEYS, SpecError
 from components.validation import validate_stack
 
@@ -30,9 +31,25 @@ providers = {
     for region in spec.regions
 }
 
-fleet = Fleet(naming.fleet_name(stack), FleetArgs(stack=stack, spec=spec, aws_providers=providers))
+# Global Accelerator's API answers only in us-west-2, whatever regions it fronts (docs/global.md).
+global_provider = (
+    aws.Provider(
+        global_front.provider_name(),
+        region=global_front.API_REGION,
+        default_tags=aws.ProviderDefaultTagsArgs(tags=naming.aws_tags(stack)),
+    )
+    if spec.global_front.enabled
+    else None
+)
+
+fleet = Fleet(
+    naming.fleet_name(stack),
+    FleetArgs(stack=stack, spec=spec, aws_providers=providers, global_provider=global_provider),
+)
 
 pulumi.export("regions", fleet.regions)
 pulumi.export("kubeconfigs", fleet.kubeconfigs)
 pulumi.export("placements", fleet.placements)
 pulumi.export("endpoints", fleet.endpoints)
+if fleet.front is not None:
+    pulumi.export("global", {"dns_name": fleet.front.dns_name, "addresses": fleet.front.addresses})

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -10,6 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import naming
+from components.platform.global_front import GlobalFrontArgs, GlobalFrontDoor, RegionFront, global_address
 from components.platform.identity import KvEndpoint
 from components.platform.regional import RegionalPlatform, RegionalPlatformArgs
 from components.render.placement import placed
@@ -23,6 +25,8 @@ class FleetArgs:
     spec: StackSpec
     aws_providers: Mapping[str, aws.Provider]
     """One explicit provider per region of the spec, created by ``__main__``."""
+    global_provider: aws.Provider | None = None
+    """The provider of the global front door (Global Accelerator's API region), when it is enabled."""
 
 
 class Fleet(pulumi.ComponentResource):
@@ -38,6 +42,8 @@ class Fleet(pulumi.ComponentResource):
     """endpoint -> region -> {node_group, image}: where each endpoint runs."""
     endpoints: pulumi.Output[dict[str, Any]]
     """endpoint -> region -> engine record with the routed address (docs/design.md, "The engine record")."""
+    front: GlobalFrontDoor | None
+    """The global front door, when ``global.enabled`` (docs/global.md)."""
 
     def __init__(self, name: str, args: FleetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:fleet:Fleet", name, None, opts)
@@ -79,6 +85,7 @@ class Fleet(pulumi.ComponentResource):
         for region, workloads in self.workloads.items():
             for endpoint, record in workloads.records.items():
                 records.setdefault(endpoint, {})[region] = record
+        self.front = self._global_front(args, records) if spec.global_front.enabled else None
         self.endpoints = pulumi.Output.from_input(records)
         self.regions = pulumi.Output.from_input(
             {region: platform.summary() for region, platform in self.platforms.items()}
@@ -89,6 +96,42 @@ class Fleet(pulumi.ComponentResource):
         self.kubeconfigs = pulumi.Output.secret(kubeconfigs)
         self.placements = pulumi.Output.from_input(placement_table(spec))
         self.register_outputs({"regions": self.regions, "placements": self.placements, "endpoints": self.endpoints})
+
+    def _global_front(self, args: FleetArgs, records: dict[str, dict[str, pulumi.Input[Any]]]) -> GlobalFrontDoor:
+        """The accelerator in front of every region's ALB; each record gains the endpoint's global address."""
+        if args.global_provider is None:
+            raise ValueError("global is enabled but no provider was given for it")
+        spec = args.spec
+        served = {
+            region: RegionFront(
+                cluster_name=self.platforms[region].cluster.cluster_name,
+                routes=list(workloads.records.values()),
+                provider=args.aws_providers[region],
+            )
+            for region, workloads in self.workloads.items()
+            if workloads.records
+        }
+        front = GlobalFrontDoor(
+            naming.platform_name("global", "front"),
+            GlobalFrontArgs(
+                stack=args.stack,
+                front=spec.global_front,
+                regions=spec.regions,
+                served=served,
+                provider=args.global_provider,
+            ),
+            pulumi.ResourceOptions(parent=self),
+        )
+        for endpoint, by_region in records.items():
+            for region, record in by_region.items():
+                address = front.dns_name.apply(functools.partial(global_address, endpoint, spec.regions[region]))
+                by_region[region] = pulumi.Output.all(record, address).apply(_with_global_address)
+        return front
+
+
+def _with_global_address(values: list[Any]) -> dict[str, Any]:
+    record, address = values
+    return {**record, "global_address": address}
 
 
 def namespaces_in(spec: StackSpec, region: str) -> tuple[str, ...]:

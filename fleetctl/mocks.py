@@ -78,8 +78,26 @@ def _subnets(args: Mapping[str, Any]) -> dict[str, Any]:
     return {"ids": ids, "id": ",".join(ids), "filters": args.get("filters", [])}
 
 
+def _load_balancer(args: Mapping[str, Any]) -> dict[str, Any]:
+    """The region's shared ALB, as ``aws.lb.get_load_balancer`` finds it by the controller's tags
+    (components/platform/global_front.py asks with the region)."""
+    region = str(args.get("region") or "")
+    tags = {str(key): str(value) for key, value in (args.get("tags") or {}).items()}
+    cluster = tags.get("elbv2.k8s.aws/cluster", "cluster")
+    name = f"k8s-{naming.INGRESS_GROUP}-offline"
+    arn = f"arn:aws:elasticloadbalancing:{region or 'offline'}:{OFFLINE_ACCOUNT_ID}:loadbalancer/app/{name}/{cluster}"
+    return {
+        "arn": arn,
+        "dnsName": load_balancer_hostname(region or None),
+        "name": name,
+        "loadBalancerType": "application",
+        "tags": tags,
+    }
+
+
 INVOKES: dict[str, Handler] = {
     "aws:index/getCallerIdentity:getCallerIdentity": _caller_identity,
+    "aws:lb/getLoadBalancer:getLoadBalancer": _load_balancer,
     "aws:ec2/getInstanceType:getInstanceType": _instance_type,
     "aws:ec2/getSubnets:getSubnets": _subnets,
 }
@@ -166,6 +184,14 @@ OUTPUTS: dict[str, Callable[[str, Mapping[str, Any]], dict[str, Any]]] = {
     },
     "aws:ec2/launchTemplate:LaunchTemplate": lambda name, _: {"latestVersion": 1},
     "aws:ec2/placementGroup:PlacementGroup": lambda name, inputs: {"name": inputs.get("name") or name},
+    "aws:globalaccelerator/accelerator:Accelerator": lambda name, _: {
+        "arn": f"arn:aws:globalaccelerator::{OFFLINE_ACCOUNT_ID}:accelerator/{name}-offline",
+        "dnsName": f"{name}-offline.awsglobalaccelerator.com",
+        "ipSets": [{"ipFamily": "IPv4", "ipAddresses": ["192.0.2.1", "192.0.2.2"]}],  # TEST-NET-1 (RFC 5737)
+    },
+    "aws:globalaccelerator/listener:Listener": lambda name, _: {
+        "arn": f"arn:aws:globalaccelerator::{OFFLINE_ACCOUNT_ID}:accelerator/offline/listener/{name}"
+    },
 }
 """type -> outputs a real create would add to the inputs, computed offline."""
 

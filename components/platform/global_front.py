@@ -1,0 +1,140 @@
+"""The stack's global front door (docs/global.md): one AWS Global Accelerator in front of every
+region's shared ALB, so each endpoint has one address whatever region serves it.
+
+Global Accelerator works at layer 4: its TCP listener forwards the routes' port to the ALBs,
+which keep TLS, path routing and the canary weights. Each region is an endpoint group whose one
+endpoint is the region's ALB and whose traffic dial (``global.regions.<r>.traffic_dial``) drains
+or restores the region. Global Accelerator judges an ALB endpoint by the ALB's own health checks
+(the endpoint group's health-check settings apply only to EC2 and Elastic IP endpoints), so a
+region whose targets are all unhealthy leaves the rotation.
+
+The ALB is made by the load balancer controller, not by Pulumi: it is looked up at deploy time by
+the tags the controller puts on it, once every route of the region has its status (so the ALB
+exists and one ``pulumi up`` can create the routes and then the endpoint group).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_aws as aws
+
+from components import naming
+from components.platform.load_balancer import CLUSTER_TAG
+from components.spec.front import GlobalFront, listen_port
+from components.spec.region import Region
+
+API_REGION = "us-west-2"
+"""Global Accelerator is global, but its API answers only in US West (Oregon) (CreateAccelerator,
+Global Accelerator API Reference): the provider of every resource here is pinned to it."""
+STACK_TAG = "ingress.k8s.aws/stack"
+"""The controller tags an ingress group's ALB with the group's name (an explicit group: the name
+alone; pkg/ingress/group.go GroupID.String of kubernetes-sigs/aws-load-balancer-controller)."""
+PROTOCOL = "TCP"
+
+
+def provider_name() -> str:
+    return f"aws-global-{API_REGION}"
+
+
+def accelerator_name(stack: str) -> str:
+    """At most 64 characters of letters, digits, '.' and '-' (CreateAccelerator Name)."""
+    return f"{naming.PROJECT}-{stack}"[:64].strip("-.")
+
+
+def listener_ports(regions: Mapping[str, Region]) -> list[int]:
+    """The routes' ports (validation holds every region of a front to the same one)."""
+    return sorted({listen_port(region) for region in regions.values()})
+
+
+def alb_tags(cluster_name: str) -> dict[str, str]:
+    return {CLUSTER_TAG: cluster_name, STACK_TAG: naming.INGRESS_GROUP}
+
+
+def endpoint_configuration(
+    alb_arn: pulumi.Input[str], weight: int
+) -> aws.globalaccelerator.EndpointGroupEndpointConfigurationArgs:
+    # Internal ALBs always preserve the client address; said explicitly, internet-facing ones do too,
+    # so the ALB's inbound CIDRs (the region's allowed_cidrs) apply to the real clients.
+    return aws.globalaccelerator.EndpointGroupEndpointConfigurationArgs(
+        endpoint_id=alb_arn, client_ip_preservation_enabled=True, weight=weight
+    )
+
+
+@dataclass(frozen=True)
+class RegionFront:
+    """What the front needs of one region."""
+
+    cluster_name: pulumi.Input[str]
+    routes: Sequence[pulumi.Output[Any]]
+    """Outputs that resolve once every route of the region has its status (the engine records)."""
+    provider: aws.Provider
+    """The region's own provider, for the ALB lookup."""
+
+
+@dataclass(frozen=True)
+class GlobalFrontArgs:
+    stack: str
+    front: GlobalFront
+    regions: Mapping[str, Region]
+    served: Mapping[str, RegionFront]
+    """Regions with at least one route, so an ALB; a region without one gets no endpoint group."""
+    provider: aws.Provider
+    """An AWS provider in ``API_REGION``."""
+
+
+class GlobalFrontDoor(pulumi.ComponentResource):
+    dns_name: pulumi.Output[str]
+    """The accelerator's DNS name (``<id>.awsglobalaccelerator.com``), answering with its static addresses."""
+    addresses: pulumi.Output[list[str]]
+
+    def __init__(self, name: str, args: GlobalFrontArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("inference-fleet:platform:GlobalFrontDoor", name, None, opts)
+        child = pulumi.ResourceOptions(parent=self, provider=args.provider)
+        accelerator = aws.globalaccelerator.Accelerator(
+            f"{name}-accelerator",
+            name=accelerator_name(args.stack),
+            ip_address_type="IPV4",
+            enabled=True,
+            opts=child,
+        )
+        listener = aws.globalaccelerator.Listener(
+            f"{name}-listener",
+            accelerator_arn=accelerator.arn,
+            protocol=PROTOCOL,
+            client_affinity="NONE",
+            port_ranges=[
+                aws.globalaccelerator.ListenerPortRangeArgs(from_port=port, to_port=port)
+                for port in listener_ports(args.regions)
+            ],
+            opts=child,
+        )
+        self.endpoint_groups: dict[str, aws.globalaccelerator.EndpointGroup] = {}
+        for region, served in args.served.items():
+            settings = args.front.region(region)
+            tags = pulumi.Output.all(served.cluster_name, *served.routes).apply(lambda values: alb_tags(values[0]))
+            alb = aws.lb.get_load_balancer_output(
+                tags=tags, region=region, opts=pulumi.InvokeOutputOptions(parent=self, provider=served.provider)
+            )
+            self.endpoint_groups[region] = aws.globalaccelerator.EndpointGroup(
+                naming.platform_name(region, "global-endpoint-group"),
+                listener_arn=listener.arn,
+                endpoint_group_region=region,
+                traffic_dial_percentage=float(settings.traffic_dial),
+                endpoint_configurations=[endpoint_configuration(alb.arn, settings.weight)],
+                opts=child,
+            )
+        self.dns_name = accelerator.dns_name
+        self.addresses = accelerator.ip_sets.apply(
+            lambda sets: sorted(address for ip_set in sets or [] for address in ip_set.ip_addresses or [])
+        )
+        self.register_outputs({"dns_name": self.dns_name, "addresses": self.addresses})
+
+
+def global_address(endpoint: str, region: Region, dns_name: str) -> str:
+    """The endpoint's address through the front: the routes' scheme and path on the accelerator's name."""
+    scheme = "https" if listen_port(region) == 443 else "http"
+    return f"{scheme}://{dns_name}{naming.route_path(endpoint)}"
