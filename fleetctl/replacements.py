@@ -52,6 +52,14 @@ REPLACED_BY: dict[str, tuple[Forces, ...]] = {
     "pulumi:providers:kubernetes": (
         Forces("clusterIdentifier", "pulumi-kubernetes DiffConfig: a new cluster identity replaces the provider"),
     ),
+    # Global Accelerator (internal/service/globalaccelerator of terraform-provider-aws).
+    "aws:globalaccelerator/endpointGroup:EndpointGroup": (
+        Forces("listenerArn", "terraform-provider-aws aws_globalaccelerator_endpoint_group: listener_arn is ForceNew"),
+        Forces(
+            "endpointGroupRegion",
+            "terraform-provider-aws aws_globalaccelerator_endpoint_group: endpoint_group_region is ForceNew",
+        ),
+    ),
     # IAM.
     "aws:iam/role:Role": (
         Forces("name", "terraform-provider-aws aws_iam_role: name is ForceNew"),
@@ -251,5 +259,11 @@ TRAFFIC_ONLY: dict[str, tuple[str, ...]] = {
     # The load balancer controller reads a route's target groups and weights from its
     # forward action annotation (components/render/route.py).
     "kubernetes:networking.k8s.io/v1:Ingress": ('metadata.annotations["alb.ingress.kubernetes.io/actions.*"]',),
+    # A region's share of the global address (components/platform/global_front.py): the endpoint
+    # group's traffic dial and its ALB's weight, updated in place (UpdateEndpointGroup).
+    "aws:globalaccelerator/endpointGroup:EndpointGroup": (
+        "trafficDialPercentage",
+        "endpointConfigurations[*].weight",
+    ),
 }
 """An update touching only these paths moves traffic and nothing else."""

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from components.spec.errors import Problem, ProblemsError
 from fleetctl import diff, stackfile
-from fleetctl.edit import operations
+from fleetctl.edit import front, operations
 from fleetctl.edit.document import ABSENT, Edit, Operation, prepare_edit
 from fleetctl.positions import locate
 from fleetctl.progress import progress
@@ -121,13 +121,20 @@ def add_commands(commands: Subcommands) -> None:
         "image", metavar="IMAGE", help="the image reference, e.g. vllm/vllm-openai:v0.34.0"
     )
 
-    region = group("region", "the regions an endpoint serves")
+    region = group("region", "the regions an endpoint serves; a region's traffic dial on the global address")
     leaf(region, "add", "region add", _region(operations.add_region), "serve in one more region").add_argument(
         "region", metavar="REGION", help="a region of the stack, e.g. eu-west-1"
     )
     leaf(region, "remove", "region remove", _region(operations.remove_region), "stop serving in a region").add_argument(
         "region", metavar="REGION", help="a region the endpoint serves"
     )
+    for action, dial, help_text in (
+        ("drain", front.drain, "take a region out of the global address's rotation (its traffic dial to 0)"),
+        ("undrain", front.undrain, "put a drained region back into the global address's rotation (dial 100)"),
+    ):
+        parser = region.add_parser(action, parents=[options], help=help_text, description=help_text)
+        parser.set_defaults(edit=_dial(dial), edit_label=f"region {action}")
+        parser.add_argument("name", metavar="REGION", help="a region of the stack, e.g. eu-west-1")
 
     canary = group("canary", "a weighted canary of a classic endpoint")
     start = leaf(canary, "start", "canary start", _canary_start, "start a canary")
@@ -220,6 +227,10 @@ def _image(arguments: argparse.Namespace) -> Operation:
 
 def _region(operation: Callable[..., list[str]]) -> Builder:
     return lambda arguments: functools.partial(operation, name=arguments.name, region=arguments.region)
+
+
+def _dial(operation: Callable[..., list[str]]) -> Builder:
+    return lambda arguments: functools.partial(operation, region=arguments.name)
 
 
 def _canary_start(arguments: argparse.Namespace) -> Operation:

@@ -28,18 +28,24 @@ HTTPS = """      ingress:
 """
 
 
-@cache
-def front_plan() -> Plan:
-    """The prod example with its global front enabled (added, with HTTPS routes, where the file lacks it)."""
+def front_stack_file(directory: Path) -> Path:
+    """A copy of the prod example with its global front enabled (added, with HTTPS routes, where
+    the file lacks it)."""
     text = stack_path("prod").read_text()
     if "inference-fleet:global:" not in text:
         text = text.replace("      ingress:\n        scheme: internal\n", HTTPS)
         text = text.replace(
             "  inference-fleet:endpoints:", "  inference-fleet:global:\n    enabled: true\n  inference-fleet:endpoints:"
         )
-    copy = Path(tempfile.mkdtemp(prefix="global-front-")) / "Pulumi.prod.yaml"
+    directory.mkdir(parents=True, exist_ok=True)
+    copy = directory / "Pulumi.prod.yaml"
     copy.write_text(text)
-    stack_file = read_stack_file(copy)
+    return copy
+
+
+@cache
+def front_plan() -> Plan:
+    stack_file = read_stack_file(front_stack_file(Path(tempfile.mkdtemp(prefix="global-front-"))))
     assert stack_file.project_config["global"]["enabled"] is True
     return run_program(stack_file)
 
