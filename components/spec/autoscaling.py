@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Self
+from collections.abc import Iterator
+from typing import Annotated
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
 
 from components.spec.base import SpecModel, fail, items
 
@@ -40,9 +42,9 @@ class _Replicas(SpecModel):
         min_length=1,
     )
 
-    def _check_bounds(self, max_replicas: int) -> None:
+    def _bounds(self, max_replicas: int) -> Iterator[PydanticCustomError]:
         if max_replicas < self.min_replicas:
-            raise fail(
+            yield fail(
                 "replica_bounds",
                 "max_replicas must be >= min_replicas, got max_replicas {max} < min_replicas {min}",
                 max=max_replicas,
@@ -56,10 +58,8 @@ class Autoscaling(_Replicas):
     enabled: bool = Field(True, description="A present block autoscales unless this is false.")
     max_replicas: int = Field(10, ge=1, description="Most replicas the autoscaler may run.")
 
-    @model_validator(mode="after")
-    def _bounds(self) -> Self:
-        self._check_bounds(self.max_replicas)
-        return self
+    def _rules(self) -> Iterator[PydanticCustomError]:
+        return self._bounds(self.max_replicas)
 
 
 class RoleAutoscaling(_Replicas):
@@ -67,7 +67,5 @@ class RoleAutoscaling(_Replicas):
 
     max_replicas: int = Field(ge=1, description="Most replicas of this role.")
 
-    @model_validator(mode="after")
-    def _bounds(self) -> Self:
-        self._check_bounds(self.max_replicas)
-        return self
+    def _rules(self) -> Iterator[PydanticCustomError]:
+        return self._bounds(self.max_replicas)

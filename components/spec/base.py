@@ -2,19 +2,96 @@
 
 Every model is frozen, forbids unknown keys and is strict: YAML's ``true`` is not
 the integer 1, ``"8"`` is not a number, and ``1.33`` is not the string "1.33".
+
+A model is validated in three steps: its fields, then :meth:`SpecModel._defaults` (the
+defaults that depend on other fields, filled in that one place), then
+:meth:`SpecModel._rules` (the rules across fields, on the filled-in model). Every broken
+rule is reported, not the first: a model's rules all at once, together with the rules of
+the models inside it, whenever every field is valid.
 """
 
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any
+from collections.abc import Iterator
+from typing import Annotated, Any, Self
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
-from pydantic_core import PydanticCustomError
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    ModelWrapValidatorHandler,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+from pydantic_core import InitErrorDetails, PydanticCustomError
+
+FILLED_IN: Any = None
+"""The default of a field that :meth:`SpecModel._defaults` always fills in (or a rule refuses the
+model): absent from the config, it is None only until then, so the field is typed as what it holds."""
+Location = tuple[str | int, ...]
+_RULES_LATER = "inference-fleet: rules later"
+"""Validation context under which no model checks its rules (they are collected from the top)."""
 
 
 class SpecModel(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    def _defaults(self) -> Self:
+        """This model with the defaults that depend on its other fields filled in.
+
+        Runs before the rules, on fields that are each valid but may break a rule, so it never
+        refuses anything: a value it cannot derive stays unset, and a rule reports why."""
+        return self
+
+    def _rules(self) -> Iterator[PydanticCustomError]:
+        """Every rule across this model's fields that the filled-in model breaks, each as
+        :func:`fail` makes it (``at`` naming the field)."""
+        return iter(())
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _fields_defaults_rules(cls, data: Any, handler: ModelWrapValidatorHandler[Self], info: ValidationInfo) -> Self:
+        rules_later = bool(info.context and info.context.get(_RULES_LATER))
+        try:
+            model = handler(data)._defaults()
+        except ValidationError as error:
+            if rules_later:
+                raise
+            try:  # the same input with no model checking its rules: are the fields valid?
+                model = cls.model_validate(data, context={_RULES_LATER: True})
+            except ValidationError:
+                raise error from None  # no: the fields' problems (and any rules already broken)
+            # Yes, so the error holds rules broken inside: report them with this model's own.
+            broken = list(model._every_rule(()))
+            raise (_broken(cls.__name__, broken) if broken else error) from None
+        if not rules_later:
+            broken = [((), problem) for problem in model._rules()]
+            if broken:
+                raise _broken(cls.__name__, broken)
+        return model
+
+    def _every_rule(self, location: Location) -> Iterator[tuple[Location, PydanticCustomError]]:
+        """The rules this model and every model inside it break, each with where that model is."""
+        for problem in self._rules():
+            yield location, problem
+        for name, value in self:
+            inner: list[tuple[Location, Any]] = [((name,), value)]
+            if isinstance(value, dict):
+                inner = [((name, key), item) for key, item in value.items()]
+            elif isinstance(value, tuple):
+                inner = [((name, index), item) for index, item in enumerate(value)]
+            for where, item in inner:
+                if isinstance(item, SpecModel):
+                    yield from item._every_rule((*location, *where))
+
+
+def _broken(title: str, problems: list[tuple[Location, PydanticCustomError]]) -> ValidationError:
+    """One validation error holding every problem, each at its model's location."""
+    details = [InitErrorDetails(type=problem, loc=location, input=None) for location, problem in problems]
+    return ValidationError.from_exception_data(title, details)
 
 
 def fail(error_type: str, message: str, /, at: str | None = None, **values: Any) -> PydanticCustomError:

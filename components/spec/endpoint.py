@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, BeforeValidator, Field, model_validator
+from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic_core import PydanticCustomError
 
 from components.catalog import pins
 from components.render.frameworks import ADAPTERS, ServerInputs, ServerLaunch, flag_name, server_launch
@@ -13,6 +15,7 @@ from components.render.mooncake_env import ROLE_ENV
 from components.scheduling import CAPACITY_TYPE_LABEL, EFA_PAGE_ENTRY_BUDGET, HUGEPAGE_2MI_BYTES, NODE_GROUP_LABEL
 from components.spec.autoscaling import Autoscaling
 from components.spec.base import (
+    FILLED_IN,
     DnsLabel,
     EnvName,
     LabelKey,
@@ -151,13 +154,13 @@ class Canary(SpecModel):
 
 
 class Endpoint(SpecModel):
-    image: ImageRef | None = Field(
-        None,
+    image: ImageRef = Field(
+        FILLED_IN,
         description="Server image; required for classic endpoints. With mooncake it defaults to the pinned "
         "Mooncake-enabled vLLM image (its -efa variant for transfer.protocol rdma).",
     )
-    framework: Framework | None = Field(
-        None,
+    framework: Framework = Field(
+        FILLED_IN,
         description="vllm, sglang, tgi or triton. Mooncake requires vllm and defaults to it; otherwise recognised "
         "from the image, vllm when unrecognised.",
     )
@@ -229,57 +232,23 @@ class Endpoint(SpecModel):
     mooncake: Mooncake | None = Field(None, description="Disaggregated serving and/or the KV-cache store.")
     engine: EngineCapabilities | None = Field(None, description="Framework-neutral engine description, exported.")
 
-    @model_validator(mode="after")
-    def _rules_and_defaults(self) -> Self:
-        for name in self.env:
-            if CREDENTIAL_NAME.search(name):
-                raise fail(
-                    "secret_in_env",
-                    "{name!r} looks like a credential; move it to secret_env ({{secret: <name>, key: <key>}})",
-                    at=f"env.{name}",
-                    name=name,
-                )
-            if name in self.secret_env:
-                raise fail("env_twice", "{name!r} is also in secret_env; keep one", at=f"env.{name}", name=name)
-        for key, field in _STEERING_LABELS.items():
-            if key in self.node_selector:
-                raise fail(
-                    "steering_label",
-                    "{key!r} is set from {field}; use that field",
-                    at="node_selector",
-                    key=key,
-                    field=field,
-                )
-        if self.target_regions is not None:
-            if not self.target_regions:
-                raise fail("no_regions", "is empty (no regions): remove the endpoint instead", at="target_regions")
-            seen: set[str] = set()
-            for index, region in enumerate(self.target_regions):
-                if region in seen:
-                    raise fail(
-                        "duplicate_region", "lists {region!r} twice", at=f"target_regions[{index}]", region=region
-                    )
-                seen.add(region)
-        if self.canary is not None and self.desired_state != "running":
-            raise fail("canary_stopped", "is allowed only while desired_state is 'running'", at="canary")
-        return self._resolve_mooncake() if self.mooncake is not None else self._resolve_classic()
-
-    def _resolve_classic(self) -> Self:
-        if self.image is None:
-            raise fail(
-                "image_required", "is required for a classic endpoint (one without a mooncake block)", at="image"
-            )
-        framework = self.framework or framework_from_image(self.image)
-        return self.model_copy(
-            update={
-                "framework": framework,
-                "replicas": 1 if self.replicas is None else self.replicas,
-                "health_check_path": self.health_check_path or HEALTH_PATHS[framework],
-                **self._pod_defaults(),
-            }
-        )._checked()
-
-    def _pod_defaults(self) -> dict[str, object]:
+    def _defaults(self) -> Self:
+        """The image and framework (a Mooncake endpoint's are the pinned vLLM's), a classic endpoint's
+        replicas, the health path, the proxy's image, each pod's CPU and memory, and where the weights go."""
+        image: str | None = self.image
+        mooncake = self.mooncake
+        if mooncake is not None and image is None:
+            pinned = pins().vllm
+            image = pinned.efa_image if mooncake.transfer.protocol == "rdma" else pinned.image
+        framework: Framework | None = self.framework
+        if framework is None and mooncake is not None:
+            framework = "vllm"
+        elif framework is None and image is not None:
+            framework = framework_from_image(image)
+        if mooncake is not None and mooncake.split and image is not None:
+            # The proxy program runs on the python3 and aiohttp of the endpoint's vLLM image.
+            proxy = mooncake.proxy or Proxy()
+            mooncake = mooncake.model_copy(update={"proxy": proxy.model_copy(update={"image": proxy.image or image})})
         gpus = self.gpu_count
         resources = self.resources.model_copy(
             update={
@@ -290,29 +259,104 @@ class Endpoint(SpecModel):
         model_path = self.model_path
         if model_path is None and self.model_source is not None:
             model_path = f"{MODELS_DIR}/{self.model_source.rstrip('/').rsplit('/', 1)[-1]}"
-        return {"resources": resources, "model_path": model_path}
+        health_check_path = self.health_check_path
+        if health_check_path is None and framework is not None:
+            health_check_path = HEALTH_PATHS[framework]
+        replicas = self.replicas
+        if replicas is None and mooncake is None:
+            replicas = 1
+        return self.model_copy(
+            update={
+                "image": image,
+                "framework": framework,
+                "replicas": replicas,
+                "health_check_path": health_check_path,
+                "mooncake": mooncake,
+                "resources": resources,
+                "model_path": model_path,
+            }
+        )
 
-    def _checked(self) -> Self:
-        """The rules that need the resolved endpoint (framework and model_path known)."""
-        self._check_model()
-        self._check_args()
-        return self
+    def _rules(self) -> Iterator[PydanticCustomError]:
+        for name in self.env:
+            if CREDENTIAL_NAME.search(name):
+                yield fail(
+                    "secret_in_env",
+                    "{name!r} looks like a credential; move it to secret_env ({{secret: <name>, key: <key>}})",
+                    at=f"env.{name}",
+                    name=name,
+                )
+            elif name in self.secret_env:
+                yield fail("env_twice", "{name!r} is also in secret_env; keep one", at=f"env.{name}", name=name)
+        for key, field in _STEERING_LABELS.items():
+            if key in self.node_selector:
+                yield fail(
+                    "steering_label",
+                    "{key!r} is set from {field}; use that field",
+                    at="node_selector",
+                    key=key,
+                    field=field,
+                )
+        if self.target_regions is not None and not self.target_regions:
+            yield fail("no_regions", "is empty (no regions): remove the endpoint instead", at="target_regions")
+        seen: set[str] = set()
+        for index, region in enumerate(self.target_regions or ()):
+            if region in seen:
+                yield fail("duplicate_region", "lists {region!r} twice", at=f"target_regions[{index}]", region=region)
+            seen.add(region)
+        if self.canary is not None and self.desired_state != "running":
+            yield fail("canary_stopped", "is allowed only while desired_state is 'running'", at="canary")
+        if self.mooncake is not None:
+            yield from self._mooncake_rules(self.mooncake)
+        elif self.image is None:
+            yield fail(
+                "image_required", "is required for a classic endpoint (one without a mooncake block)", at="image"
+            )
+        if self.image is not None and (self.mooncake is None or self.framework == "vllm"):
+            # The server is known (its framework settled), so what it is told to serve and run can be checked.
+            yield from self._model_rules()
+            yield from self._args_rules()
 
-    def _check_model(self) -> None:
+    def _mooncake_rules(self, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
+        if self.framework != "vllm":
+            yield fail(
+                "mooncake_framework",
+                "must be 'vllm' with mooncake, got {framework!r}",
+                at="framework",
+                framework=self.framework,
+            )
+        if self.accelerator != "nvidia":
+            yield fail("mooncake_accelerator", "must be 'nvidia' with mooncake", at="accelerator")
+        if self.replicas is not None:
+            yield fail(
+                "mooncake_replicas",
+                "is for classic endpoints; size Mooncake roles with mooncake.topology (and mooncake.autoscaling)",
+                at="replicas",
+            )
+        if self.autoscaling is not None:
+            yield fail("mooncake_autoscaling", "is for classic endpoints; use mooncake.autoscaling", at="autoscaling")
+        if self.canary is not None:
+            yield fail(
+                "mooncake_canary",
+                "is not supported on Mooncake endpoints (a canary is one Deployment, not a prefill/decode set)",
+                at="canary",
+            )
+        yield from self._page_entry_rules(mooncake)
+
+    def _model_rules(self) -> Iterator[PydanticCustomError]:
         """Every endpoint says what it serves; a model the server downloads is a Hub id."""
-        assert self.framework is not None
         if self.model_path is not None:  # model_source has set it by now
             return
         if self.model is None:
-            raise fail(
+            yield fail(
                 "model_required",
                 "is required: say what the endpoint serves with model (a Hugging Face Hub id such as "
                 "Qwen/Qwen3-8B, which the server downloads), model_source (an s3:// URI of the weights, synced "
                 "into the pod) or model_path (weights already in the image)",
                 at="model",
             )
-        if ADAPTERS[self.framework].repository:
-            raise fail(
+        elif ADAPTERS[self.framework].repository:
+            yield fail(
                 "model_repository",
                 "is taken for a Hub id, but {framework} serves a model repository and downloads nothing from the "
                 "Hub: set model_source (an s3:// URI of the repository) or model_path, and model then only names "
@@ -320,8 +364,8 @@ class Endpoint(SpecModel):
                 at="model",
                 framework=self.framework,
             )
-        if not is_hub_id(self.model):
-            raise fail(
+        elif not is_hub_id(self.model):
+            yield fail(
                 "hub_id",
                 "without model_source or model_path the server downloads the model from the Hugging Face Hub, so "
                 "it must be a Hub id org/name such as Qwen/Qwen3-8B, got {value!r}; to serve local weights under "
@@ -330,7 +374,7 @@ class Endpoint(SpecModel):
                 value=self.model,
             )
 
-    def _check_args(self) -> None:
+    def _args_rules(self) -> Iterator[PydanticCustomError]:
         """Refuse args and env that repeat what inference-fleet renders from a field."""
         owned = self.server_launch().owned
         variables = {name: source for name, source in owned.items() if not name.startswith("-")}
@@ -340,18 +384,17 @@ class Endpoint(SpecModel):
         for variable in (*self.env, *self.secret_env):
             if variable in variables:
                 field = "env" if variable in self.env else "secret_env"
-                raise fail(
+                yield fail(
                     "owned_env",
                     "{name!r} is set by inference-fleet from {source}; remove it",
                     at=f"{field}.{variable}",
                     name=variable,
                     source=variables[variable],
                 )
-        assert self.framework is not None
         if self.args and flag_name(self.args[0]) is None and ADAPTERS[self.framework].model_flag is None:
             # After the rendered flags (each with its value) a bare word is a second positional model.
             source = owned["--model"]
-            raise fail(
+            yield fail(
                 "positional_model",
                 "{arg!r} would be a second positional model; the model is rendered from {source}: set {source} "
                 "instead of passing it in args",
@@ -360,10 +403,12 @@ class Endpoint(SpecModel):
                 source=source,
             )
         for index, arg in enumerate(self.args):
-            self._check_credential(index, arg)
+            credential = self._credential_rule(index, arg)
             name = flag_name(arg)
-            if name in owned:
-                raise fail(
+            if credential is not None:
+                yield credential
+            elif name in owned:
+                yield fail(
                     "owned_flag",
                     "{name!r} is rendered from {source}; set {source} instead of passing it in args",
                     at=f"args[{index}]",
@@ -371,12 +416,12 @@ class Endpoint(SpecModel):
                     source=owned[name],
                 )
 
-    def _check_credential(self, index: int, arg: str) -> None:
+    def _credential_rule(self, index: int, arg: str) -> PydanticCustomError | None:
         """A credential on the command line is in the pod spec, the plan, the state and every process
         listing: it belongs in a Secret, read through secret_env."""
         flag = credential_flag(arg)
         if flag is None:
-            return
+            return None
         variable = VLLM_CREDENTIAL_ENV.get(flag) if self.framework == "vllm" else None
         if variable == "VLLM_API_KEY" and self.mooncake is not None:
             fix = (
@@ -393,7 +438,7 @@ class Endpoint(SpecModel):
                 "read it from a Kubernetes Secret instead: secret_env: {<VARIABLE>: {secret: <name>, key: "
                 "<key>}}, with the variable the server reads for it"
             )
-        raise fail(
+        return fail(
             "credential_in_args",
             "{flag!r} passes a credential on the command line, where the pod spec, the plan, the Pulumi state "
             "and process listings show it; remove it from args: {fix}",
@@ -402,50 +447,7 @@ class Endpoint(SpecModel):
             fix=fix,
         )
 
-    def _resolve_mooncake(self) -> Self:
-        mooncake = self.mooncake
-        assert mooncake is not None
-        if self.framework not in (None, "vllm"):
-            raise fail(
-                "mooncake_framework",
-                "must be 'vllm' with mooncake, got {framework!r}",
-                at="framework",
-                framework=self.framework,
-            )
-        if self.accelerator != "nvidia":
-            raise fail("mooncake_accelerator", "must be 'nvidia' with mooncake", at="accelerator")
-        if self.replicas is not None:
-            raise fail(
-                "mooncake_replicas",
-                "is for classic endpoints; size Mooncake roles with mooncake.topology (and mooncake.autoscaling)",
-                at="replicas",
-            )
-        if self.autoscaling is not None:
-            raise fail("mooncake_autoscaling", "is for classic endpoints; use mooncake.autoscaling", at="autoscaling")
-        if self.canary is not None:
-            raise fail(
-                "mooncake_canary",
-                "is not supported on Mooncake endpoints (a canary is one Deployment, not a prefill/decode set)",
-                at="canary",
-            )
-        self._check_page_entries(mooncake)
-        pinned = pins().vllm
-        image = self.image or (pinned.efa_image if mooncake.transfer.protocol == "rdma" else pinned.image)
-        if mooncake.split:
-            # The proxy program runs on the python3 and aiohttp of the endpoint's vLLM image.
-            proxy = mooncake.proxy or Proxy()
-            mooncake = mooncake.model_copy(update={"proxy": proxy.model_copy(update={"image": proxy.image or image})})
-        return self.model_copy(
-            update={
-                "image": image,
-                "framework": "vllm",
-                "health_check_path": self.health_check_path or HEALTH_PATHS["vllm"],
-                "mooncake": mooncake,
-                **self._pod_defaults(),
-            }
-        )._checked()
-
-    def _check_page_entries(self, mooncake: Mooncake) -> None:
+    def _page_entry_rules(self, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
         """Every rank registers its store segment and buffer on every EFA device of the node, in
         2 MiB pages (docs/efa.md): together they must fit one device's page entries."""
         ranks = max(self.gpu_count, 1)
@@ -455,7 +457,7 @@ class Endpoint(SpecModel):
         store = mooncake.store
         assert store.global_segment_size is not None
         assert store.local_buffer_size is not None
-        raise fail(
+        yield fail(
             "efa_page_entries",
             "{ranks} ranks x ({segment} MiB segment + {buffer} MiB buffer) registers {pages} pages of 2 MiB on "
             "each EFA device, past the {budget} page entries one device holds (Mooncake's budget, docs/efa.md); "
@@ -486,7 +488,6 @@ class Endpoint(SpecModel):
 
     def image_for(self, region: str) -> str:
         """The image pulled in ``region``: an explicit override, else the ECR rewrite, else the image."""
-        assert self.image is not None
         if region in self.region_image_uris:
             return self.region_image_uris[region]
         return rewrite_for_region(self.image, region) if self.rewrite_image else self.image
@@ -498,7 +499,6 @@ class Endpoint(SpecModel):
 
     def server_launch(self) -> ServerLaunch:
         """How the framework's server starts, the engine record translated into its flags."""
-        assert self.framework is not None
         inputs = ServerInputs(
             port=self.port,
             gpu_count=self.gpu_count,

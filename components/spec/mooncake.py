@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Literal, Self
 
-from pydantic import Field, model_validator
+from pydantic import Field
+from pydantic_core import PydanticCustomError
 
 from components.catalog import pins
 from components.scheduling import HUGEPAGE_2MI_BYTES
@@ -104,105 +106,114 @@ class Mooncake(SpecModel):
     def store_enabled(self) -> bool:
         return bool(self.store.enabled)
 
-    @model_validator(mode="after")
-    def _rules_and_defaults(self) -> Self:
+    def _defaults(self) -> Self:
+        store, transfer = self.store, self.transfer
+        pinned = pins().mooncake
+        filled = store.model_copy(
+            update={
+                "enabled": store.enabled if store.enabled is not None else self.mode in STORE_MODES,
+                "protocol": store.protocol or transfer.protocol,
+                "device_name": transfer.device_name if store.device_name is None else store.device_name,
+                "global_segment_size": store.global_segment_size or pinned.global_segment_size,
+                "local_buffer_size": store.local_buffer_size or pinned.local_buffer_size,
+                "offload_disk_size": store.offload_disk_size
+                or (pinned.offload_disk_size if store.offload == "disk" else None),
+            }
+        )
+        return self.model_copy(update={"store": filled})
+
+    def _rules(self) -> Iterator[PydanticCustomError]:
         mode = self.mode
         if self.split and self.topology is None:
-            raise fail(
+            yield fail(
                 "topology_required",
                 "is required for mode {mode!r}: an XpYd topology such as {{prefill: 1, decode: 1}}",
                 at="topology",
                 mode=mode,
             )
         if not self.split and self.topology is not None:
-            raise fail("topology_unused", "is not used by mode 'store'; remove it", at="topology")
+            yield fail("topology_unused", "is not used by mode 'store'; remove it", at="topology")
         if not self.split and self.proxy is not None:
-            raise fail("proxy_unused", "is only used by 'disaggregated' and 'both'; remove it", at="proxy")
-        enabled = self.store.enabled if self.store.enabled is not None else mode in STORE_MODES
-        if mode == "both" and not enabled:
-            raise fail(
+            yield fail("proxy_unused", "is only used by 'disaggregated' and 'both'; remove it", at="proxy")
+        if self.autoscaling.enabled and not self.split:
+            yield fail(
+                "autoscaling_mode",
+                "requires a 'disaggregated' or 'both' mode, got {mode!r}",
+                at="autoscaling.enabled",
+                mode=mode,
+            )
+        elif self.autoscaling.enabled and self.autoscaling.prefill is None and self.autoscaling.decode is None:
+            yield fail("autoscaling_roles", "names no role: add prefill, decode or both", at="autoscaling")
+        yield from self._store_rules()
+
+    def _store_rules(self) -> Iterator[PydanticCustomError]:
+        """The store block's rules, on the store as the defaults filled it in."""
+        mode, store = self.mode, self.store
+        if mode == "both" and not store.enabled:
+            yield fail(
                 "store_required",
                 "must be true for mode 'both' (its store connector is wired to the master)",
                 at="store.enabled",
             )
-        if mode == "store" and not enabled:
-            raise fail(
+        if mode == "store" and not store.enabled:
+            yield fail(
                 "store_required",
                 "must be true for mode 'store': the store is all that mode runs (without it the server's "
                 "connector list is empty); remove store.enabled, or serve without a store as a classic endpoint "
                 "(remove the mooncake block and set image)",
                 at="store.enabled",
             )
-        if mode == "disaggregated" and enabled:
-            raise fail(
+        if mode == "disaggregated" and store.enabled:
+            yield fail(
                 "store_unused",
                 "mode 'disaggregated' runs no store; use mode 'both' for transfer plus store",
                 at="store.enabled",
             )
-        if self.store.cold_tier_enabled and not enabled:
-            raise fail(
+        if store.cold_tier_enabled and not store.enabled:
+            yield fail(
                 "cold_tier_needs_store",
                 "requires mooncake.store.enabled to be true",
                 at="store.cold_tier_enabled",
             )
-        if self.autoscaling.enabled and not self.split:
-            raise fail(
-                "autoscaling_mode",
-                "requires a 'disaggregated' or 'both' mode, got {mode!r}",
-                at="autoscaling.enabled",
-                mode=mode,
-            )
-        if self.autoscaling.enabled and self.autoscaling.prefill is None and self.autoscaling.decode is None:
-            raise fail("autoscaling_roles", "names no role: add prefill, decode or both", at="autoscaling")
-        if self.store.offload_disk_size is not None and self.store.offload != "disk":
-            raise fail(
+        if store.offload_disk_size is not None and store.offload != "disk":
+            yield fail(
                 "disk_size_unused",
                 "is only read with offload 'disk', got offload {offload!r}; remove it",
                 at="store.offload_disk_size",
-                offload=self.store.offload,
+                offload=store.offload,
             )
-        if self.store.protocol == "rdma" and self.transfer.protocol != "rdma":
-            raise fail(
+        if store.protocol == "rdma" and self.transfer.protocol != "rdma":
+            yield fail(
                 "store_rdma_placement",
                 "rdma needs the pods on EFA nodes with their devices, which only transfer.protocol rdma gives "
                 "them; set transfer.protocol to rdma too, or the store's protocol to tcp",
                 at="store.protocol",
             )
-        if self.store.offload == "disk" and (self.store.protocol or self.transfer.protocol) == "rdma":
-            raise fail(
+        if store.offload == "disk" and store.protocol == "rdma":
+            yield fail(
                 "disk_offload_rdma",
                 "'disk' runs a mooncake_client beside each server, which cannot share the pod's EFA devices; "
                 "set store.protocol (or transfer.protocol) to tcp, or use offload cpu",
                 at="store.offload",
             )
-        store = self.store.model_copy(
-            update={
-                "enabled": enabled,
-                "protocol": self.store.protocol or self.transfer.protocol,
-                "device_name": self.transfer.device_name if self.store.device_name is None else self.store.device_name,
-                "global_segment_size": self.store.global_segment_size or pins().mooncake.global_segment_size,
-                "local_buffer_size": self.store.local_buffer_size or pins().mooncake.local_buffer_size,
-                "offload_disk_size": self.store.offload_disk_size
-                or (pins().mooncake.offload_disk_size if self.store.offload == "disk" else None),
-            }
-        )
-        if enabled:
-            for key in ("global_segment_size", "local_buffer_size"):
-                if getattr(store, key) == "0":
-                    raise fail(
-                        "store_size_zero",
-                        "must be greater than 0 (the pinned vLLM's Mooncake store refuses 0 in embedded mode)",
-                        at=f"store.{key}",
-                    )
-                if store.protocol == "rdma" and int(getattr(store, key)) % HUGEPAGE_2MI_BYTES:
-                    raise fail(
-                        "store_size_pages",
-                        "must be a whole number of 2 MiB pages with protocol rdma (the store takes it from 2 MiB "
-                        "huge pages, docs/efa.md), got {size} bytes",
-                        at=f"store.{key}",
-                        size=getattr(store, key),
-                    )
-        return self.model_copy(update={"store": store})
+        if not store.enabled:
+            return
+        for key in ("global_segment_size", "local_buffer_size"):
+            size = getattr(store, key)
+            if size == "0":
+                yield fail(
+                    "store_size_zero",
+                    "must be greater than 0 (the pinned vLLM's Mooncake store refuses 0 in embedded mode)",
+                    at=f"store.{key}",
+                )
+            elif store.protocol == "rdma" and int(size) % HUGEPAGE_2MI_BYTES:
+                yield fail(
+                    "store_size_pages",
+                    "must be a whole number of 2 MiB pages with protocol rdma (the store takes it from 2 MiB "
+                    "huge pages, docs/efa.md), got {size} bytes",
+                    at=f"store.{key}",
+                    size=size,
+                )
 
     @property
     def store_on_hugepages(self) -> bool:

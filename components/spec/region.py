@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterator
 from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, Field, model_validator
+from pydantic import AfterValidator, Field
+from pydantic_core import PydanticCustomError
 
 from components import naming
 from components.catalog import pins
@@ -114,22 +116,26 @@ class Vpc(SpecModel):
         "Public subnets of the existing VPC, for internet-facing load balancers; empty for internal-only.", default=()
     )
 
-    @model_validator(mode="after")
-    def _one_way(self) -> Self:
+    def _rules(self) -> Iterator[PydanticCustomError]:
         creates = self.cidr is not None or self.availability_zones is not None
         adopts = self.id is not None or self.private_subnet_ids is not None or bool(self.public_subnet_ids)
         if creates and adopts:
-            raise fail(
+            yield fail(
                 "vpc_shape",
                 "give either {{cidr, availability_zones}} to create a VPC or {{id, private_subnet_ids, "
                 "public_subnet_ids}} to use an existing one, not both",
             )
-        if creates and (self.cidr is None or self.availability_zones is None):
-            raise fail("vpc_shape", "a created VPC needs both cidr and availability_zones")
-        if adopts and (self.id is None or self.private_subnet_ids is None):
-            raise fail("vpc_shape", "an existing VPC needs both id and private_subnet_ids")
+        elif creates and (self.cidr is None or self.availability_zones is None):
+            yield fail("vpc_shape", "a created VPC needs both cidr and availability_zones")
+        elif adopts and (self.id is None or self.private_subnet_ids is None):
+            yield fail("vpc_shape", "an existing VPC needs both id and private_subnet_ids")
+        elif not creates and not adopts:
+            yield fail(
+                "vpc_shape",
+                "is empty: give {{cidr, availability_zones}} to create a VPC or {{id, private_subnet_ids}} to use one",
+            )
         if self.cidr is not None and not MIN_VPC_PREFIX <= int(self.cidr.split("/")[1]) <= MAX_VPC_PREFIX:
-            raise fail(
+            yield fail(
                 "vpc_size",
                 "must be a /{low} to /{high} block (each zone gets a private /N+3 and a public /N+6 or /27 subnet), "
                 "got {cidr!r}",
@@ -138,12 +144,6 @@ class Vpc(SpecModel):
                 high=MAX_VPC_PREFIX,
                 cidr=self.cidr,
             )
-        if not creates and not adopts:
-            raise fail(
-                "vpc_shape",
-                "is empty: give {{cidr, availability_zones}} to create a VPC or {{id, private_subnet_ids}} to use one",
-            )
-        return self
 
     @property
     def creates(self) -> bool:
@@ -177,10 +177,14 @@ class NodeGroup(SpecModel):
         "reservation leaves the nodes' memory; changing it replaces the group's nodes (docs/efa.md).",
     )
 
-    @model_validator(mode="after")
-    def _sizes_and_capacity(self) -> Self:
+    def _defaults(self) -> Self:
+        if self.efa and self.hugepages_2mi is None:
+            return self.model_copy(update={"hugepages_2mi": str(LIBFABRIC_HUGEPAGES_2MI_BYTES)})
+        return self
+
+    def _rules(self) -> Iterator[PydanticCustomError]:
         if not self.min_size <= self.desired_size <= self.max_size:
-            raise fail(
+            yield fail(
                 "node_group_sizes",
                 "min_size <= desired_size <= max_size must hold, got {min} <= {desired} <= {max}",
                 min=self.min_size,
@@ -188,11 +192,11 @@ class NodeGroup(SpecModel):
                 max=self.max_size,
             )
         if self.capacity_type == "capacity-block" and self.capacity_reservation_id is None:
-            raise fail(
+            yield fail(
                 "capacity_block", "is required with capacity_type 'capacity-block'", at="capacity_reservation_id"
             )
         if self.capacity_type != "capacity-block" and self.capacity_reservation_id is not None:
-            raise fail(
+            yield fail(
                 "capacity_block",
                 "is only used with capacity_type 'capacity-block', got capacity_type {kind!r}",
                 at="capacity_reservation_id",
@@ -200,29 +204,21 @@ class NodeGroup(SpecModel):
             )
         if self.availability_zone is None and (self.efa or self.capacity_type == "capacity-block"):
             reason = "efa is true" if self.efa else "the capacity block lives in one zone"
-            raise fail("node_group_zone", "is required because {reason}", at="availability_zone", reason=reason)
-        return self._hugepages()
-
-    def _hugepages(self) -> Self:
-        if not self.efa:
-            if self.hugepages_2mi is not None:
-                raise fail(
-                    "hugepages_without_efa",
-                    "is only used by efa groups (their rdma pods take huge pages); remove it or set efa to true",
-                    at="hugepages_2mi",
-                )
-            return self
-        if self.hugepages_2mi is None:
-            return self.model_copy(update={"hugepages_2mi": str(LIBFABRIC_HUGEPAGES_2MI_BYTES)})
-        size = int(self.hugepages_2mi)
-        if size == 0 or size % HUGEPAGE_2MI_BYTES:
-            raise fail(
+            yield fail("node_group_zone", "is required because {reason}", at="availability_zone", reason=reason)
+        if not self.efa and self.hugepages_2mi is not None:
+            yield fail(
+                "hugepages_without_efa",
+                "is only used by efa groups (their rdma pods take huge pages); remove it or set efa to true",
+                at="hugepages_2mi",
+            )
+        size = int(self.hugepages_2mi or 0)
+        if self.efa and (size == 0 or size % HUGEPAGE_2MI_BYTES):
+            yield fail(
                 "hugepages_size",
                 "must be a positive whole number of 2 MiB pages (e.g. 5120MiB), got {size} bytes",
                 at="hugepages_2mi",
                 size=size,
             )
-        return self
 
     @property
     def hugepages_bytes(self) -> int:
@@ -248,14 +244,12 @@ class Ingress(SpecModel):
     certificate_arn: CertificateArn | None = Field(None, description="ACM certificate for HTTPS on the shared ALB.")
     allowed_cidrs: tuple[Cidr, ...] = items("Client CIDRs allowed through an internet-facing ALB.", default=())
 
-    @model_validator(mode="after")
-    def _public_needs_tls_and_cidrs(self) -> Self:
+    def _rules(self) -> Iterator[PydanticCustomError]:
         if self.scheme == "internet-facing" and (self.certificate_arn is None or not self.allowed_cidrs):
-            raise fail(
+            yield fail(
                 "ingress_public",
                 "scheme 'internet-facing' needs certificate_arn and a non-empty allowed_cidrs",
             )
-        return self
 
 
 class ClusterAccess(SpecModel):
@@ -272,14 +266,13 @@ class ClusterAccess(SpecModel):
         default=(),
     )
 
-    @model_validator(mode="after")
-    def _each_once(self) -> Self:
+    def _rules(self) -> Iterator[PydanticCustomError]:
         # IAM names are unique in an account whatever their case or path: one entry per principal.
         seen: set[str] = set()
         for index, arn in enumerate(self.admins):
             key = naming.access_entry_key(arn).lower()
             if key in seen:
-                raise fail(
+                yield fail(
                     "cluster_access_repeat",
                     "names a principal already listed ({value!r}): list each role or user once",
                     at=f"admins[{index}]",
@@ -288,13 +281,12 @@ class ClusterAccess(SpecModel):
             seen.add(key)
         for index, cidr in enumerate(self.public_access_cidrs):
             if cidr in self.public_access_cidrs[:index]:
-                raise fail(
+                yield fail(
                     "cluster_access_repeat",
                     "repeats {value!r}: list each CIDR once",
                     at=f"public_access_cidrs[{index}]",
                     value=cidr,
                 )
-        return self
 
 
 def _kubernetes_version(value: str) -> str:

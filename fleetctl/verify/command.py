@@ -197,7 +197,6 @@ def endpoint_checks(
     if endpoint.mooncake is None or not endpoint.mooncake.split:  # the bundled proxy serves no health route
         url = f"{address}{endpoint.health_check_path or '/health'}"
         attempt("health", lambda: _health(client, url))
-    assert endpoint.framework is not None
     request = request_check(endpoint.framework, triton, model)
     attempt("request", lambda: request(client, address))
     return checks

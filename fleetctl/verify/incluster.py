@@ -68,7 +68,6 @@ def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
     many the canary answered; hold the count to the configured weight (exact binomial test)."""
     endpoint = target.endpoint
     assert endpoint.canary is not None
-    assert endpoint.framework is not None
     sample = evidence.SERVED_COUNTERS.get(endpoint.framework)
     if sample is None:
         raise UnverifiedError(

@@ -1537,3 +1537,124 @@ def test_the_example_stack_names_fit_every_derived_aws_name() -> None:
     config = stack_config(region_overrides={"cold_tier": {"enabled": True}}, endpoints={})
     for stack in ("dev", "prod", "staging-eu"):
         parse_stack_config(config, stack=stack)
+
+
+# Every problem at once: a model reports all the rules it breaks, with those of the models inside it.
+
+CI_TWICE = [CI_ROLE, CI_ROLE.replace("inference-fleet-ci", "INFERENCE-FLEET-CI")]
+
+
+def chat_at(*paths: str) -> list[str]:
+    return [f"endpoints.chat.{path}" for path in paths]
+
+
+def region_at(*paths: str) -> list[str]:
+    return [f"regions.{REGION}.{path}" for path in paths]
+
+
+SEVERAL_MISTAKES = [
+    pytest.param(
+        {
+            **stack_config(
+                regions={REGION: region(), "us-east-9": region(name="us-east-9")},
+                endpoints={"Chat": classic_endpoint(), "docs": classic_endpoint({"target_regions": ["eu-west-1"]})},
+            ),
+            "endpoint": {},
+        },
+        ["endpoint", "endpoints.Chat", "endpoints.docs.target_regions[0]", "regions.us-east-9"],
+        id="stack",
+    ),
+    pytest.param(
+        with_region(
+            {
+                "kubernetes_version": "1.0",
+                "vpc": {"cidr": "10.0.0.0/8", "availability_zones": DELETE},
+                "ingress": {"scheme": "internet-facing"},
+                "cluster_access": {"admins": CI_TWICE, "public_access_cidrs": ["203.0.113.0/24"] * 2},
+            }
+        ),
+        region_at(
+            "cluster_access.admins[1]",
+            "cluster_access.public_access_cidrs[1]",
+            "ingress",
+            "kubernetes_version",
+            "vpc",
+            "vpc.cidr",
+        ),
+        id="region",
+    ),
+    pytest.param(
+        with_region(
+            {
+                "node_groups": {
+                    "gpu": {
+                        "min_size": 2,
+                        "desired_size": 1,
+                        "capacity_type": "capacity-block",
+                        "hugepages_2mi": "2MiB",
+                    }
+                }
+            }
+        ),
+        region_at(
+            *(
+                f"node_groups.gpu{field}"
+                for field in ("", ".availability_zone", ".capacity_reservation_id", ".hugepages_2mi")
+            )
+        ),
+        id="node_group",
+    ),
+    pytest.param(
+        with_classic(
+            {
+                "model": "qwen3",
+                "env": {"HF_TOKEN": "hf_x"},
+                "node_selector": {"inference-fleet/node-group": "gpu"},
+                "target_regions": [REGION, REGION],
+                "args": ["--api-key=sk-1", "--served-model-name", "chat"],
+            }
+        ),
+        chat_at("args[0]", "args[1]", "env.HF_TOKEN", "model", "node_selector", "target_regions[1]"),
+        id="endpoint",
+    ),
+    pytest.param(
+        with_mooncake(
+            {"replicas": 2, "mooncake": {"store": {"cold_tier_enabled": True}, "autoscaling": {"enabled": True}}}
+        ),
+        chat_at("mooncake.autoscaling", "mooncake.store.cold_tier_enabled", "replicas"),
+        id="endpoint_and_its_mooncake_block",
+    ),
+    pytest.param(
+        store_mode({"topology": {"prefill": 1, "decode": 1}, "proxy": {}, "autoscaling": {"enabled": True}}),
+        chat_at("mooncake.autoscaling.enabled", "mooncake.proxy", "mooncake.topology"),
+        id="mooncake",
+    ),
+    pytest.param(
+        mooncake_block(
+            {
+                "mode": "both",
+                "store": {"global_segment_size": "0", "local_buffer_size": "3MiB", "offload_disk_size": "10GiB"},
+            }
+        ),
+        chat_at(
+            *(f"mooncake.store.{key}" for key in ("global_segment_size", "local_buffer_size", "offload_disk_size"))
+        ),
+        id="store",
+    ),
+    pytest.param(
+        with_classic({"canary": {"image": "Not An Image", "weight": 100, "replicas": 0}}),
+        chat_at("canary.image", "canary.replicas", "canary.weight"),
+        id="canary_fields",
+    ),
+    pytest.param(
+        with_mooncake({"desired_state": "stopped", "canary": {"image": IMAGE}}),
+        chat_at("canary", "canary"),
+        id="canary_rules",
+    ),
+]
+
+
+@pytest.mark.parametrize(("config", "paths"), SEVERAL_MISTAKES)
+def test_every_mistake_is_reported_at_once(config: dict[str, Any], paths: list[str]) -> None:
+    problems = rejected(config)
+    assert sorted(problem.path for problem in problems) == paths, "\n".join(map(str, problems))
