@@ -26,6 +26,7 @@ from components.spec.errors import ProblemsError
 from fleetctl.project import resolve_stack
 from fleetctl.stackfile import load_stack
 from fleetctl.verify.client import CheckError, Client
+from fleetctl.verify.global_front import global_checks
 from fleetctl.verify.incluster import (
     Target,
     UnverifiedError,
@@ -180,6 +181,7 @@ def verify(spec: StackSpec, outputs: dict[str, Any], client: Client, arguments: 
         checks += cluster_checks(
             name, region, endpoint, address, model, partial(cluster, region), client, triton, arguments
         )
+    checks += [Check(*row) for row in global_checks(spec, records, client, triton, arguments)]
     return checks
 
 
