@@ -55,6 +55,8 @@ HELM_RELEASE = "kubernetes:helm.sh/v3:Release"
 INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"
 WORKLOADS = ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet", "kubernetes:apps/v1:DaemonSet")
 IAM_POLICIES = ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy")
+ACCELERATOR_LISTENER = "aws:globalaccelerator/listener:Listener"
+HTTPS_PORT = 443
 ALB = "alb.ingress.kubernetes.io"
 
 
@@ -226,6 +228,41 @@ def public_routes_need_tls(resources: Sequence[Resource]) -> Iterable[tuple[str,
             yield route.urn, f"internet-facing route {route.name!r} is open to every address: set allowed_cidrs"
 
 
+def _listen_ports(route: Resource) -> list[Mapping[str, Any]]:
+    annotations = _props(_props(route.props.get("metadata")).get("annotations"))
+    try:
+        ports = json.loads(annotations.get(f"{ALB}/listen-ports") or "[]")
+    except ValueError:
+        return []
+    return [port for port in ports if isinstance(port, Mapping)] if isinstance(ports, list) else []
+
+
+def global_listeners_need_tls(resources: Sequence[Resource]) -> Iterable[tuple[str, str]]:
+    """A Global Accelerator listener is always internet-facing (an accelerator has public anycast
+    addresses and no internal scheme), whatever the scheme of the ALBs behind it. It forwards TCP
+    as it comes, so it may open only the port where the ALBs terminate TLS, and every route it can
+    reach must listen on HTTPS only."""
+    listeners = _of_type(resources, ACCELERATOR_LISTENER)
+    for listener in listeners:
+        if listener.props.get("protocol") != "TCP":
+            yield listener.urn, f"accelerator listener {listener.name!r} is not TCP to the ALBs' HTTPS listeners"
+        for port_range in listener.props.get("portRanges") or []:
+            ports = (_props(port_range).get("fromPort"), _props(port_range).get("toPort"))
+            if ports != (HTTPS_PORT, HTTPS_PORT):
+                yield (
+                    listener.urn,
+                    (
+                        f"accelerator listener {listener.name!r} opens ports {ports[0]}-{ports[1]} to the internet "
+                        f"without TLS: only {HTTPS_PORT}, where the ALBs terminate it"
+                    ),
+                )
+    if not listeners:
+        return
+    for route in _of_type(resources, INGRESS):
+        if any("HTTP" in port for port in _listen_ports(route)):
+            yield route.urn, f"route {route.name!r} listens on plain HTTP behind an internet-facing accelerator"
+
+
 # IAM.
 
 _S3_OBJECT_ACTION = re.compile(r"^s3:(\*|.*Object.*|.*MultipartUpload.*)$")
@@ -276,6 +313,11 @@ RULES: tuple[Rule, ...] = (
         "public-routes-need-tls",
         "Internet-facing routes listen only on HTTPS, with a certificate and allowed CIDRs.",
         public_routes_need_tls,
+    ),
+    Rule(
+        "global-listeners-need-tls",
+        "Global Accelerator listeners (always internet-facing) open only 443, to routes that listen only on HTTPS.",
+        global_listeners_need_tls,
     ),
     Rule(
         "no-wildcard-s3-objects", "IAM policies grant S3 object actions only on named buckets.", no_wildcard_s3_objects

@@ -12,6 +12,7 @@ from typing import Any
 
 from components import naming
 from fleetctl.plan import Plan, run_program
+from fleetctl.policy_check import check_plan
 from fleetctl.stackfile import read_stack_file, stack_path
 from tests.component.programs import by_type, example_plan
 
@@ -116,3 +117,7 @@ def test_a_stack_without_the_front_has_none_of_it() -> None:
     assert not [resource for resource in plan.resources if "globalaccelerator" in resource["type"]]
     assert "global" not in plan.outputs
     assert all("global_address" not in record for by in plan.outputs["endpoints"].values() for record in by.values())
+
+
+def test_the_planned_front_passes_every_policy_rule() -> None:
+    assert check_plan(front_plan().resources) == []

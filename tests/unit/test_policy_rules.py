@@ -212,5 +212,5 @@ def test_s3_object_grants_on_wildcard_buckets_fail(target: str) -> None:
 
 def test_every_rule_has_a_unique_name_and_a_description() -> None:
     names = [rule.name for rule in RULES]
-    assert len(set(names)) == len(names) == 7
+    assert len(set(names)) == len(names) == 8
     assert all(rule.description.endswith(".") for rule in RULES)
