@@ -120,7 +120,7 @@ class GlobalFrontDoor(pulumi.ComponentResource):
                 tags=tags, region=region, opts=pulumi.InvokeOutputOptions(parent=self, provider=served.provider)
             )
             self.endpoint_groups[region] = aws.globalaccelerator.EndpointGroup(
-                naming.platform_name(region, "global-endpoint-group"),
+                f"{name}-{region}",
                 listener_arn=listener.arn,
                 endpoint_group_region=region,
                 traffic_dial_percentage=float(settings.traffic_dial),

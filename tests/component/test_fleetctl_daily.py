@@ -20,11 +20,15 @@ from fleetctl import cli
 from fleetctl import progress as progress_module
 from fleetctl.cli import main
 from fleetctl.stackfile import stack_path
+from tests.component.test_global_front import REGIONAL, regional_prod_text
 
 
 def copy_stack(directory: Path, stack: str = "dev") -> Path:
     path = directory / f"Pulumi.{stack}.yaml"
-    shutil.copyfile(stack_path(stack), path)
+    if stack == REGIONAL:
+        path.write_text(regional_prod_text())
+    else:
+        shutil.copyfile(stack_path(stack), path)
     return path
 
 
@@ -189,7 +193,7 @@ REPEATED = {
     "topology set": ("dev", ["topology", "set", "chat-pd", "--prefill", "2"]),
     "store configure": ("prod", ["store", "configure", "chat", "--global-segment-size", "32GiB", "--offload", "none"]),
     "image set": ("prod", ["image", "set", "summarize", f"{NEW_VLLM}"]),
-    "region remove": ("prod", ["region", "remove", "summarize", "eu-west-1"]),
+    "region remove": (REGIONAL, ["region", "remove", "summarize", "eu-west-1"]),
     "endpoint add": ("dev", ["endpoint", "add", "embed", "--image", NEW_VLLM, "--model", MODEL, "--replicas", "1"]),
     "endpoint remove": ("dev", ["endpoint", "remove", "chat-pd"]),
 }

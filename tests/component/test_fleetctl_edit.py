@@ -24,6 +24,7 @@ from hypothesis import strategies as st
 from components.validation import validate_stack
 from fleetctl.cli import main
 from fleetctl.stackfile import read_stack_file, stack_path
+from tests.component.test_global_front import REGIONAL, regional_prod_text
 
 ECR = "123456789012.dkr.ecr.us-east-1.amazonaws.com/summarize-vllm"
 EU_IMAGE = "123456789012.dkr.ecr.eu-west-1.amazonaws.com/summarize-vllm:2026.11.1-eu"
@@ -76,6 +77,8 @@ def copy_stack(directory: Path, stack: str) -> Path:
     path = directory / f"Pulumi.{stack}.yaml"
     if stack == "team":
         path.write_text(TEAM_STACK)
+    elif stack == REGIONAL:
+        path.write_text(regional_prod_text())
     else:
         shutil.copyfile(stack_path(stack), path)
     return path
@@ -225,7 +228,7 @@ ACCEPTED = {
         [f"-      image: {ECR}:2026.11.1", f"+      image: {ECR}:2026.12.0"],
     ),
     "region remove (materialises the others)": (
-        "prod",
+        REGIONAL,
         ["region", "remove", "summarize", "eu-west-1"],
         ["+      target_regions: [us-east-1]"],
     ),
@@ -309,7 +312,7 @@ def test_adding_a_region_to_an_endpoint_that_serves_every_region_says_so(
 
 
 def test_region_add_after_remove_restores_the_region_in_the_list(tmp_path: Path) -> None:
-    path = copy_stack(tmp_path, "prod")
+    path = copy_stack(tmp_path, REGIONAL)
     assert fleetctl(["region", "remove", "summarize", "eu-west-1"], path) == 0
     one_region = path.read_text()
     assert fleetctl(["region", "add", "summarize", "eu-west-1"], path) == 0
@@ -356,7 +359,7 @@ def test_region_add_after_remove_restores_the_region_in_the_list(tmp_path: Path)
     ids=["image set", "canary promote", "region remove"],
 )
 def test_stale_per_region_images_are_dropped(argv: list[str], expected: list[str], tmp_path: Path) -> None:
-    path = copy_stack(tmp_path, "prod")
+    path = copy_stack(tmp_path, REGIONAL)
     with_region_image(path)
     before = path.read_text()
     assert fleetctl(argv, path) == 0

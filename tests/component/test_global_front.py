@@ -29,6 +29,17 @@ HTTPS = """      ingress:
 """
 
 
+REGIONAL = "prod-regional"
+"""The prod example without its global front, where an endpoint may leave a region (region remove)."""
+
+
+def regional_prod_text() -> str:
+    text = stack_path("prod").read_text()
+    enabled = "  inference-fleet:global:           # one address for both regions (docs/global.md)\n    enabled: true"
+    assert text.count(enabled) == 1
+    return text.replace(enabled, enabled.replace("enabled: true", "enabled: false"))
+
+
 def front_stack_file(directory: Path) -> Path:
     """A copy of the prod example with its global front enabled (added, with HTTPS routes, where
     the file lacks it)."""
@@ -81,7 +92,7 @@ def test_one_endpoint_group_per_region_with_its_alb_and_client_ip_preserved() ->
     assert sorted(groups) == list(PROD_REGIONS)
     for region, group in groups.items():
         inputs = group["inputs"]
-        assert group["name"] == f"{region}-global-endpoint-group"
+        assert group["name"] == f"global-front-{region}"
         assert inputs["listenerArn"] == listener["inputs"]["acceleratorArn"].replace(
             "accelerator/global-front-accelerator-offline", "accelerator/offline/listener/global-front-listener"
         )

@@ -114,7 +114,7 @@ def test_a_dial_move_changes_one_endpoint_group_only_as_traffic(
     assert (entry["action"], entry["type"], entry["name"], entry["verdict"]) == (
         "update",
         ENDPOINT_GROUP,
-        "eu-west-1-global-endpoint-group",
+        "global-front-eu-west-1",
         "traffic only",
     )
     assert [(change["path"], change["old"], change["new"]) for change in entry["changes"]] == [
