@@ -31,14 +31,15 @@ providers = {
     for region in spec.regions
 }
 
-# Global Accelerator's API answers only in us-west-2, whatever regions it fronts (docs/global.md).
+# Global Accelerator's API answers only in us-west-2, whatever regions it fronts (docs/global.md);
+# Route 53 latency records use the regions' own providers.
 global_provider = (
     aws.Provider(
         global_front.provider_name(),
         region=global_front.API_REGION,
         default_tags=aws.ProviderDefaultTagsArgs(tags=naming.aws_tags(stack)),
     )
-    if spec.global_front.enabled
+    if spec.global_front.enabled and spec.global_front.kind == global_front.ACCELERATOR
     else None
 )
 

@@ -11,7 +11,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import naming
-from components.platform.global_front import GlobalFrontArgs, GlobalFrontDoor, RegionFront, global_address
+from components.platform.global_front import ACCELERATOR, GlobalFrontArgs, GlobalFrontDoor, RegionFront, global_address
 from components.platform.identity import KvEndpoint
 from components.platform.regional import RegionalPlatform, RegionalPlatformArgs
 from components.render.placement import placed
@@ -99,9 +99,9 @@ class Fleet(pulumi.ComponentResource):
 
     def _global_front(self, args: FleetArgs, records: dict[str, dict[str, pulumi.Input[Any]]]) -> GlobalFrontDoor:
         """The accelerator in front of every region's ALB; each record gains the endpoint's global address."""
-        if args.global_provider is None:
-            raise ValueError("global is enabled but no provider was given for it")
         spec = args.spec
+        if args.global_provider is None and spec.global_front.kind == ACCELERATOR:
+            raise ValueError("global is enabled but no provider was given for the accelerator")
         served = {
             region: RegionFront(
                 cluster_name=self.platforms[region].cluster.cluster_name,

@@ -89,6 +89,7 @@ def _load_balancer(args: Mapping[str, Any]) -> dict[str, Any]:
     return {
         "arn": arn,
         "dnsName": load_balancer_hostname(region or None),
+        "zoneId": "ZOFFLINEALB",
         "name": name,
         "loadBalancerType": "application",
         "tags": tags,

@@ -24,7 +24,7 @@ import pulumi_aws as aws
 
 from components import naming
 from components.platform.load_balancer import CLUSTER_TAG
-from components.spec.front import GlobalFront, listen_port
+from components.spec.front import ACCELERATOR, ROUTE53_LATENCY, GlobalFront, listen_port
 from components.spec.region import Region
 
 API_REGION = "us-west-2"
@@ -34,6 +34,7 @@ STACK_TAG = "ingress.k8s.aws/stack"
 """The controller tags an ingress group's ALB with the group's name (an explicit group: the name
 alone; pkg/ingress/group.go GroupID.String of kubernetes-sigs/aws-load-balancer-controller)."""
 PROTOCOL = "TCP"
+__all__ = ["ACCELERATOR", "API_REGION", "GlobalFrontArgs", "GlobalFrontDoor", "RegionFront", "global_address"]
 
 
 def provider_name() -> str:
@@ -82,8 +83,8 @@ class GlobalFrontArgs:
     regions: Mapping[str, Region]
     served: Mapping[str, RegionFront]
     """Regions with at least one route, so an ALB; a region without one gets no endpoint group."""
-    provider: aws.Provider
-    """An AWS provider in ``API_REGION``."""
+    provider: aws.Provider | None
+    """An AWS provider in ``API_REGION``, for the accelerator (latency records use the regions' own)."""
 
 
 class GlobalFrontDoor(pulumi.ComponentResource):
@@ -93,6 +94,23 @@ class GlobalFrontDoor(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: GlobalFrontArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:platform:GlobalFrontDoor", name, None, opts)
+        self.endpoint_groups: dict[str, aws.globalaccelerator.EndpointGroup] = {}
+        self.records: dict[str, aws.route53.Record] = {}
+        if args.front.kind == ROUTE53_LATENCY:
+            self._latency_records(name, args)
+        else:
+            self._accelerator(name, args)
+        self.register_outputs({"dns_name": self.dns_name, "addresses": self.addresses})
+
+    def _alb(self, region: str, served: RegionFront) -> pulumi.Output[aws.lb.GetLoadBalancerResult]:
+        """The region's ALB, once every route of the region has its status (so the ALB exists)."""
+        tags = pulumi.Output.all(served.cluster_name, *served.routes).apply(lambda values: alb_tags(values[0]))
+        return aws.lb.get_load_balancer_output(
+            tags=tags, region=region, opts=pulumi.InvokeOutputOptions(parent=self, provider=served.provider)
+        )
+
+    def _accelerator(self, name: str, args: GlobalFrontArgs) -> None:
+        assert args.provider is not None, "an accelerator needs a provider in its API region"
         child = pulumi.ResourceOptions(parent=self, provider=args.provider)
         accelerator = aws.globalaccelerator.Accelerator(
             f"{name}-accelerator",
@@ -112,13 +130,9 @@ class GlobalFrontDoor(pulumi.ComponentResource):
             ],
             opts=child,
         )
-        self.endpoint_groups: dict[str, aws.globalaccelerator.EndpointGroup] = {}
         for region, served in args.served.items():
             settings = args.front.region(region)
-            tags = pulumi.Output.all(served.cluster_name, *served.routes).apply(lambda values: alb_tags(values[0]))
-            alb = aws.lb.get_load_balancer_output(
-                tags=tags, region=region, opts=pulumi.InvokeOutputOptions(parent=self, provider=served.provider)
-            )
+            alb = self._alb(region, served)
             self.endpoint_groups[region] = aws.globalaccelerator.EndpointGroup(
                 f"{name}-{region}",
                 listener_arn=listener.arn,
@@ -131,7 +145,31 @@ class GlobalFrontDoor(pulumi.ComponentResource):
         self.addresses = accelerator.ip_sets.apply(
             lambda sets: sorted(address for ip_set in sets or [] for address in ip_set.ip_addresses or [])
         )
-        self.register_outputs({"dns_name": self.dns_name, "addresses": self.addresses})
+
+    def _latency_records(self, name: str, args: GlobalFrontArgs) -> None:
+        """One latency record per serving region, an alias of its ALB that Route 53 answers with only
+        while the ALB has a healthy target (evaluate_target_health). A drained region has no record."""
+        front = args.front
+        assert front.zone_id is not None  # validated
+        assert front.record_name is not None
+        for region, served in args.served.items():
+            if front.region(region).traffic_dial == 0:
+                continue
+            alb = self._alb(region, served)
+            self.records[region] = aws.route53.Record(
+                f"{name}-{region}",
+                zone_id=front.zone_id,
+                name=front.record_name,
+                type="A",
+                set_identifier=region,
+                latency_routing_policies=[aws.route53.RecordLatencyRoutingPolicyArgs(region=region)],
+                aliases=[
+                    aws.route53.RecordAliasArgs(name=alb.dns_name, zone_id=alb.zone_id, evaluate_target_health=True)
+                ],
+                opts=pulumi.ResourceOptions(parent=self, provider=served.provider),
+            )
+        self.dns_name = pulumi.Output.from_input(front.record_name)
+        self.addresses = pulumi.Output.from_input([])
 
 
 def global_address(endpoint: str, region: Region, dns_name: str) -> str:

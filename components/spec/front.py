@@ -52,7 +52,18 @@ class GlobalFront(SpecModel):
     kind: Literal["global-accelerator", "route53-latency"] = Field(
         "global-accelerator",
         description="global-accelerator (default): static anycast addresses in front of every region's ALB. "
-        "route53-latency (latency records with health checks) is not supported yet.",
+        "route53-latency: a latency record per region in your hosted zone (zone_id, record_name), aliased to "
+        "the region's ALB and answered only while the ALB is healthy.",
+    )
+    zone_id: str | None = Field(
+        None,
+        pattern=r"^Z[A-Z0-9]{1,31}$",
+        description="route53-latency only: the Route 53 hosted zone holding record_name (Z0123456789ABCDEFGHIJ).",
+    )
+    record_name: str | None = Field(
+        None,
+        pattern=r"^([a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?\.)+[a-z]{2,63}$",
+        description="route53-latency only: the DNS name clients call (e.g. inference.example.com), in zone_id's zone.",
     )
     regions: dict[str, FrontRegion] = Field(
         default_factory=dict,
@@ -85,12 +96,10 @@ def check_front(
     if not front.enabled:
         return problems
     if front.kind == ROUTE53_LATENCY:
-        problems.append(
-            Problem(
-                dotted([KEY, "kind"]),
-                "route53-latency is not supported yet: use global-accelerator (the default), or disable global",
-            )
-        )
+        problems += _route53_problems(front)
+    elif front.zone_id is not None or front.record_name is not None:
+        key = "zone_id" if front.zone_id is not None else "record_name"
+        problems.append(Problem(dotted([KEY, key]), "is for kind route53-latency only: remove it"))
     if regions and not front.serving(list(regions)):
         problems.append(
             Problem(
@@ -120,5 +129,28 @@ def check_front(
                     "(the global address would send its clients to a region that answers 404 while healthy); "
                     "remove target_regions, or disable global",
                 )
+            )
+    return problems
+
+
+def _route53_problems(front: GlobalFront) -> list[Problem]:
+    """Latency records either answer for a region or not: a dial is 0 (no record) or 100, and the
+    endpoint weight of an accelerator means nothing there."""
+    problems = [
+        Problem(dotted([KEY, key]), f"is required with kind route53-latency: {what}")
+        for key, what in (("zone_id", "the hosted zone of the name"), ("record_name", "the name clients call"))
+        if getattr(front, key) is None
+    ]
+    for name, region in front.regions.items():
+        if region.traffic_dial not in (0, 100):
+            problems.append(
+                Problem(
+                    dotted([KEY, "regions", name, "traffic_dial"]),
+                    f"is {region.traffic_dial}: route53-latency records serve a region or not, so 0 or 100",
+                )
+            )
+        if region.weight != DEFAULT_WEIGHT:
+            problems.append(
+                Problem(dotted([KEY, "regions", name, "weight"]), "is for kind global-accelerator only: remove it")
             )
     return problems

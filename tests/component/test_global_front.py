@@ -132,3 +132,36 @@ def test_a_stack_without_the_front_has_none_of_it() -> None:
 
 def test_the_planned_front_passes_every_policy_rule() -> None:
     assert check_plan(front_plan().resources) == []
+
+
+def test_route53_latency_records_alias_each_serving_regions_alb(tmp_path: Path) -> None:
+    stack = front_stack_file(tmp_path)
+    text = stack.read_text().replace(
+        "  inference-fleet:global:           # one address for both regions (docs/global.md)\n    enabled: true",
+        "  inference-fleet:global:\n    enabled: true\n    kind: route53-latency\n    zone_id: Z0123456789ABCDEFGHIJ\n"
+        "    record_name: inference.example.com\n    regions:\n      eu-west-1: {traffic_dial: 0}",
+    )
+    stack.write_text(text)
+    plan = run_program(read_stack_file(stack))
+    assert not [resource for resource in plan.resources if "globalaccelerator" in resource["type"]]
+    (record,) = by_type(plan, "aws:route53/record:Record")  # eu-west-1 is drained: no record
+    assert record["name"] == "global-front-us-east-1"
+    assert record["provider"].endswith("::aws-us-east-1")
+    assert record["inputs"] == {
+        "zoneId": "Z0123456789ABCDEFGHIJ",
+        "name": "inference.example.com",
+        "type": "A",
+        "setIdentifier": "us-east-1",
+        "latencyRoutingPolicies": [{"region": "us-east-1"}],
+        "aliases": [
+            {
+                "name": "k8s-inference-fleet-offline.us-east-1.elb.amazonaws.com",
+                "zoneId": "ZOFFLINEALB",
+                "evaluateTargetHealth": True,
+            }
+        ],
+    }
+    assert plan.outputs["global"] == {"dns_name": "inference.example.com", "addresses": []}
+    assert plan.outputs["endpoints"]["chat"]["eu-west-1"]["global_address"] == (
+        "https://inference.example.com/inference/chat"
+    )

@@ -12,6 +12,12 @@ from components.spec import CONFIG_KEYS, SpecError, parse_stack_config
 from fleetctl.stackfile import read_stack_file, stack_path
 
 CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/front"
+R53 = {
+    "enabled": True,
+    "kind": "route53-latency",
+    "zone_id": "Z0123456789ABCDEFGHIJ",
+    "record_name": "inference.example.com",
+}
 
 
 def prod(front: dict[str, Any] | None, *, certificates: bool = True) -> dict[str, Any]:
@@ -65,7 +71,12 @@ def test_dials_and_weights_are_read_per_region() -> None:
         ({"enabled": True, "regions": {"eu-west-1": {"dial": 5}}}, "global.regions.eu-west-1.dial"),
         ({"enabled": "yes"}, "global.enabled"),
         ({"enabled": True, "kind": "anycast"}, "global.kind"),
-        ({"enabled": True, "kind": "route53-latency"}, "global.kind"),
+        ({"enabled": True, "kind": "route53-latency", "zone_id": "Z123"}, "global.record_name"),
+        ({"enabled": True, "kind": "route53-latency", "record_name": "a.example.com"}, "global.zone_id"),
+        ({"enabled": True, "zone_id": "Z123"}, "global.zone_id"),
+        ({"enabled": True, "record_name": "Inference.Example.com"}, "global.record_name"),
+        ({**R53, "regions": {"eu-west-1": {"traffic_dial": 50}}}, "global.regions.eu-west-1.traffic_dial"),
+        ({**R53, "regions": {"eu-west-1": {"weight": 10}}}, "global.regions.eu-west-1.weight"),
         ({"enabled": False, "regions": {"us-west-2": {}}}, "global.regions.us-west-2"),
         (
             {"enabled": True, "regions": {"eu-west-1": {"traffic_dial": 0}, "us-east-1": {"weight": 0}}},
@@ -79,9 +90,13 @@ def test_a_wrong_field_is_named(front: dict[str, Any], path: str) -> None:
     assert found[0].startswith(f"error: {path}: "), found
 
 
-def test_route53_is_refused_as_not_yet_supported() -> None:
-    (found,) = problems(prod({"enabled": True, "kind": "route53-latency"}))
-    assert "not supported yet" in found
+def test_route53_latency_needs_its_zone_and_name_and_takes_dials_of_0_or_100() -> None:
+    spec = parse_stack_config(prod({**R53, "regions": {"eu-west-1": {"traffic_dial": 0}}}))
+    assert (spec.global_front.kind, spec.global_front.zone_id, spec.global_front.record_name) == (
+        "route53-latency",
+        "Z0123456789ABCDEFGHIJ",
+        "inference.example.com",
+    )
 
 
 def test_regions_must_listen_on_the_same_port() -> None:
