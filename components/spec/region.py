@@ -150,13 +150,25 @@ class Vpc(SpecModel):
         return self.cidr is not None
 
 
+MAX_GROUP_NODES = 10_000
+"""Far above EKS's default quota of 450 nodes per managed node group, so only a typo reaches it; it keeps
+the offline checks, which consider every node a group may have, bounded."""
+
+
 class NodeGroup(SpecModel):
     instance_types: tuple[str, ...] = items(
         "EC2 instance types of the group (from config/instances.yaml); all must share GPUs, EFA and architecture.",
         min_length=1,
     )
     min_size: int = Field(ge=0, description="Fewest nodes.")
-    max_size: int = Field(ge=1, description="Most nodes; GPU capacity checks use this.")
+    max_size: int = Field(
+        ge=1,
+        le=MAX_GROUP_NODES,
+        description=(
+            "Most nodes; the cluster autoscaler grows the group up to here, and the schedulability check places "
+            "the stack's pods on this many. EKS's default quota is 450 nodes per managed node group (adjustable)."
+        ),
+    )
     desired_size: int = Field(ge=0, description="Nodes at creation; must lie within [min_size, max_size].")
     efa: bool = Field(
         False,

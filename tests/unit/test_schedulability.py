@@ -32,7 +32,7 @@ from components.schedulability.platform_pods import (
 from components.schedulability.quantities import amount, amounts
 from components.schedulability.workloads import Workload, pod_requests, workloads_of
 from components.scheduling import EFA_TAINT, GPU_PRESENT_LABEL, GPU_TAINT, Taint
-from components.spec import Problem, parse_stack_config
+from components.spec import Problem, SpecError, parse_stack_config
 from components.spec.region import NodeGroup
 from fleetctl.stackfile import load_stack, stack_path
 
@@ -460,3 +460,16 @@ def test_a_reservation_past_the_nodes_memory_is_refused_at_the_field() -> None:
     assert problem.path == f"regions.{REGION}.node_groups.p5.hugepages_2mi"
     assert "reserves 2048.0 GiB hugepages-2Mi on each p5.48xlarge, whose kubelet has" in problem.message
     assert "lower it" in problem.message
+
+
+def test_a_count_far_beyond_any_group_is_refused_naming_a_bound_not_searched_for_ever() -> None:
+    (problem,) = schedule(with_classic({"replicas": 10**23}))
+    assert problem.path == f"regions.{REGION}.node_groups.gpu"
+    assert "(max_size 2 x g6e.12xlarge; they need more than 1002 nodes;" in problem.message
+
+
+def test_a_node_group_larger_than_any_real_one_is_refused_at_its_field() -> None:
+    config = stack_config(region_overrides={"node_groups": {"gpu": {"max_size": 10_001}}})
+    with pytest.raises(SpecError) as refused:
+        parse_stack_config(config)
+    assert [problem.path for problem in refused.value.problems] == [f"regions.{REGION}.node_groups.gpu.max_size"]
