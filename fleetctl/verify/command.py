@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from components.render.proxy import PROXY_HEALTH_PATH
 from components.spec import Endpoint, StackSpec
 from components.spec.errors import ProblemsError
 from fleetctl.project import resolve_stack
@@ -185,6 +186,14 @@ def verify(spec: StackSpec, outputs: dict[str, Any], client: Client, arguments: 
     return checks
 
 
+def health_path(endpoint: Endpoint) -> str:
+    """What the route health-checks: the proxy's /health in front of split Mooncake roles (200 only
+    while it reaches a prefill engine and decode), the server's own path otherwise."""
+    if endpoint.mooncake is not None and endpoint.mooncake.split:
+        return PROXY_HEALTH_PATH
+    return endpoint.health_check_path or "/health"
+
+
 def endpoint_checks(
     name: str, region: str, endpoint: Endpoint, address: str, model: str | None, client: Client, triton: TritonModel
 ) -> list[Check]:
@@ -196,9 +205,8 @@ def endpoint_checks(
         except CheckError as error:
             checks.append(Check(name, region, check, "failed", str(error)))
 
-    if endpoint.mooncake is None or not endpoint.mooncake.split:  # the bundled proxy serves no health route
-        url = f"{address}{endpoint.health_check_path or '/health'}"
-        attempt("health", lambda: _health(client, url))
+    url = f"{address}{health_path(endpoint)}"
+    attempt("health", lambda: _health(client, url))
     request = request_check(endpoint.framework, triton, model)
     attempt("request", lambda: request(client, address))
     return checks

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from fleetctl.verify.command import main
+from components.render.proxy import PROXY_HEALTH_PATH
+from components.spec import parse_stack_config
+from fleetctl.verify.command import health_path, main
+from tests.unit.stack_builders import DELETE, with_classic, with_mooncake
 
 
 def test_without_the_pulumi_cli_it_says_how_to_go_on(
@@ -22,3 +25,14 @@ def test_a_canary_measured_with_no_requests_is_refused(capsys: pytest.CaptureFix
         main(["--stack", "dev", "--canary-requests", "0"])
     assert exit_.value.code == 2
     assert "--canary-requests: must be at least 1, got 0" in capsys.readouterr().err
+
+
+def test_split_mooncake_endpoints_are_health_checked_at_their_proxys_health() -> None:
+    """The proxy program serves /health (200 only while it reaches prefill and decode); verify asks it,
+    as the route's health check does, instead of skipping the check."""
+    spec = parse_stack_config(with_mooncake())
+    split = spec.endpoints["chat"]
+    assert health_path(split) == PROXY_HEALTH_PATH == "/health"
+    triton = {"image": "nvcr.io/nvidia/tritonserver:25.01-py3", "model": DELETE, "model_path": "/models"}
+    classic = parse_stack_config(with_classic(triton)).endpoints["chat"]
+    assert health_path(classic) == "/v2/health/ready"
