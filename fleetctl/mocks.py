@@ -18,6 +18,7 @@ from typing import Any
 from google.protobuf import json_format
 from pulumi.runtime import mocks, rpc
 from pulumi.runtime.proto import resource_pb2
+from pulumi.runtime.settings import get_project, get_stack
 
 from components import naming
 from components.catalog import instance_catalog
@@ -27,6 +28,14 @@ AWS_PROVIDER_TYPE = "pulumi:providers:aws"
 INGRESS_TYPE = "kubernetes:networking.k8s.io/v1:Ingress"
 MANAGED_NODE_GROUP_TYPE = "eks:index:ManagedNodeGroup"
 NODE_GROUP_TYPE = "aws:eks/nodeGroup:NodeGroup"
+
+
+class DuplicateUrnError(RuntimeError):
+    def __init__(self, urn: str) -> None:
+        # The engine's own words (sdk/go/common/diag/errors.go GetDuplicateResourceURNError, raised by
+        # pkg/resource/deploy/step_generator.go generateURN): `pulumi up` stops on this registration.
+        super().__init__(f"Duplicate resource URN '{urn}'; try giving it a unique name")
+        self.urn = urn
 
 
 class UnmockedInvokeError(RuntimeError):
@@ -230,6 +239,8 @@ class RecordingMonitor(mocks.MockMonitor):
         """URN -> the AWS region of each registered resource, found as ``fleetctl.plan.region_of`` finds it."""
         self._thread_loops: set[asyncio.AbstractEventLoop] = set()
         self._lock = threading.Lock()
+        self._urns: set[str] = set()
+        """Every URN registered so far: the engine refuses a second registration of one."""
 
     def _keep_thread_loop(self) -> None:
         """The base monitor creates an event loop in each worker thread it runs on; remember it to close it."""
@@ -259,10 +270,12 @@ class RecordingMonitor(mocks.MockMonitor):
             self._keep_thread_loop()
 
     def make_urn(self, parent: str, type_: str, name: str) -> str:
-        # The engine qualifies a type by its parent's type, except for children of the stack itself.
-        if parent and parent == self._stack_urn:
-            parent = ""
-        return str(super().make_urn(parent, type_, name))
+        """The URN the engine gives (pkg/resource/deploy/deployment.go generateURN): the type is qualified
+        by the parent's whole qualified type, ``<grandparent type>$<parent type>$<type>``, except under the
+        stack itself. (The base mock keeps only the parent's own type.)"""
+        if parent and parent != self._stack_urn:
+            type_ = f"{parent.split('::', 3)[2]}${type_}"  # a name may hold '::', a stack or project not
+        return f"urn:pulumi:{get_stack()}::{get_project()}::{type_}::{name}"
 
     def _region_of(self, request: resource_pb2.RegisterResourceRequest) -> str | None:
         """An AWS provider's ``region``; else the region of the resource's provider (a component's
@@ -277,6 +290,11 @@ class RecordingMonitor(mocks.MockMonitor):
             return self._regions.get(following)
 
     def RegisterResource(self, request: resource_pb2.RegisterResourceRequest) -> Any:  # noqa: N802 (gRPC name)
+        urn = self.make_urn(request.parent, request.type, request.name)
+        with self._lock:
+            if urn in self._urns:
+                raise DuplicateUrnError(urn)
+            self._urns.add(urn)
         region = self._region_of(request)
         response = super().RegisterResource(request)  # type: ignore[no-untyped-call]
         self._keep_thread_loop()

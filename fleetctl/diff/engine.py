@@ -551,14 +551,44 @@ def _logical_base(
     return moved, originals, (note,)
 
 
+def _engine_qualified(resources: Sequence[Mapping[str, Any]]) -> tuple[list[Any], dict[str, str]]:
+    """The resources with each URN as the engine makes it, its type qualified by the parent's whole
+    qualified type (a plan written before fleetctl's mocks did so kept only the parent's own type),
+    and each new URN's URN in the plan. Every mention of a URN is renamed with it."""
+    by_urn = {str(resource["urn"]): resource for resource in resources}
+    qualified: dict[str, str] = {}
+
+    def engine_urn(urn: str) -> str:
+        if urn not in qualified:
+            qualified[urn] = urn  # a parent cycle stops here
+            resource, parts = by_urn[urn], _urn_parts(urn)
+            parent = resource.get("parent")
+            if parts is not None and parent in by_urn and by_urn[parent]["type"] != STACK_TYPE:
+                parent_parts = _urn_parts(engine_urn(parent))
+                if parent_parts is not None:
+                    stack, project, _, name = parts
+                    qualified[urn] = f"urn:pulumi:{stack}::{project}::{parent_parts[2]}${resource['type']}::{name}"
+        return qualified[urn]
+
+    renames = {urn: engine_urn(urn) for urn in by_urn if engine_urn(urn) != urn}
+    if not renames:
+        return list(resources), {}
+    return [_restacked(resource, renames, ("", "")) for resource in resources], {
+        new: old for old, new in renames.items()
+    }
+
+
 def diff_plans(base_plan: Mapping[str, Any], head_plan: Mapping[str, Any]) -> PlanDiff:
     """Every resource that a move from ``base_plan`` to ``head_plan`` creates, updates,
     replaces, renames or deletes. Same URN, same resource; a HEAD resource whose
     ``aliases`` name a BASE URN is that resource renamed. Plans of two different stacks are
     compared by logical identity (URNs without the stack), and the diff's notes say so."""
     base_resources, originals, matched_by = _logical_base(base_plan, head_plan)
+    base_resources, requalified = _engine_qualified(base_resources)
+    originals |= {new: originals.get(old, old) for new, old in requalified.items()}
+    head_resources, _ = _engine_qualified(head_plan.get("resources", []))
     base_by_urn = {str(r["urn"]): _with_defaults(r) for r in base_resources}
-    head_by_urn = {str(r["urn"]): _with_defaults(r) for r in head_plan.get("resources", [])}
+    head_by_urn = {str(r["urn"]): _with_defaults(r) for r in head_resources}
     project = str(head_plan.get("project") or base_plan.get("project") or "")
     renamed = _renames(base_by_urn, head_by_urn)
     pairs = {

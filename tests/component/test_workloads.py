@@ -16,6 +16,8 @@ from fleetctl.plan import Plan, manifest_files
 from tests.component.programs import by_type, example_plan
 
 PREFIX = "urn:pulumi:prod::inference-fleet::"
+PLATFORM = "inference-fleet:fleet:Fleet$inference-fleet:platform:RegionalPlatform$inference-fleet:platform:"
+WORKLOADS = "inference-fleet:fleet:Fleet$inference-fleet:workloads:RegionalWorkloads$"
 CLUSTER_VERSION = f"{pins().kubernetes.default_version}.0"
 
 
@@ -41,7 +43,7 @@ def test_a_classic_endpoint_with_autoscaling_and_canary_registers_its_objects_in
         ("kubernetes:networking.k8s.io/v1:NetworkPolicy", f"{region}-summarize"),
         ("kubernetes:policy/v1:PodDisruptionBudget", f"{region}-summarize"),
     ]
-    provider = f"{PREFIX}inference-fleet:platform:EksCluster$pulumi:providers:kubernetes::{region}-kubernetes"
+    provider = f"{PREFIX}{PLATFORM}EksCluster$pulumi:providers:kubernetes::{region}-kubernetes"
     assert {resource["provider"] for resource in plan.resources if resource["parent"] == component["urn"]} == {provider}
 
 
@@ -102,11 +104,11 @@ def test_workloads_wait_for_their_namespace_the_nodes_and_the_load_balancer_cont
         "dependsOn"
     ]
     expected = [
-        "inference-fleet:workloads:RegionalWorkloads$kubernetes:core/v1:Namespace::eu-west-1-inference",
-        "inference-fleet:workloads:RegionalWorkloads$kubernetes:core/v1:ServiceAccount::eu-west-1-inference",
-        "inference-fleet:platform:LoadBalancerController$kubernetes:helm.sh/v3:Release::eu-west-1-lb-controller",
-        "inference-fleet:platform:EfaNodeGroup$eks:index:ManagedNodeGroup::eu-west-1-g6e",
-        "inference-fleet:platform:ClusterAddons$kubernetes:helm.sh/v3:Release::eu-west-1-nvidia-device-plugin",
+        f"{WORKLOADS}kubernetes:core/v1:Namespace::eu-west-1-inference",
+        f"{WORKLOADS}kubernetes:core/v1:ServiceAccount::eu-west-1-inference",
+        f"{PLATFORM}LoadBalancerController$kubernetes:helm.sh/v3:Release::eu-west-1-lb-controller",
+        f"{PLATFORM}EfaNodeGroup$eks:index:ManagedNodeGroup::eu-west-1-g6e",
+        f"{PLATFORM}ClusterAddons$kubernetes:helm.sh/v3:Release::eu-west-1-nvidia-device-plugin",
     ]
     assert {PREFIX + urn for urn in expected} <= set(depends_on)
     assert not [urn for urn in depends_on if "us-east-1" in urn]

@@ -288,6 +288,19 @@ def test_alias_of_a_urn_still_in_head_is_not_a_rename() -> None:
     assert [(r.action, r.name) for r in diff.resources] == [("create", "b")]
 
 
+def test_a_plan_whose_grandchildren_name_only_their_parents_type_matches_the_engines_urns() -> None:
+    """Plans written before the mocks qualified a type by the parent's whole chain, as the engine does."""
+    fleet = resource("inference-fleet:fleet:Fleet", "fleet", {}, region=None)
+    platform = resource("inference-fleet:platform:ColdTier", "tier", {}, region=None, parent=fleet["urn"])
+    old_bucket = resource(BUCKET, "bucket", {"bucket": "b"}, parent=platform["urn"])
+    old_role = resource(ROLE, "gone", {}, parent=platform["urn"])
+    engine_type = "inference-fleet:fleet:Fleet$inference-fleet:platform:ColdTier$"
+    assert old_bucket["urn"] == f"{STACK}inference-fleet:platform:ColdTier${BUCKET}::bucket"
+    bucket = {**old_bucket, "urn": f"{STACK}{engine_type}{BUCKET}::bucket"}
+    diff = diff_plans(plan(fleet, platform, old_bucket, old_role), plan(fleet, platform, bucket))
+    assert [(r.action, r.urn) for r in diff.resources] == [("delete", old_role["urn"])]
+
+
 # Replacements.
 
 
