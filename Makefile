@@ -18,7 +18,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 IAM_SIMULATE := tools/iam-simulate
 IAM_SIMULATE_STAMP := $(IAM_SIMULATE)/node_modules/.installed
 
-.PHONY: install plan validate test system-deps lint typecheck generate check clean bench
+.PHONY: install plan validate test system-deps kube lint typecheck generate check clean bench
 
 # What the program and fleetctl need (`make plan`), then the test tooling on top (`make test`).
 $(RUNTIME_STAMP): requirements.txt constraints.txt pyproject.toml
@@ -53,7 +53,7 @@ validate: $(RUNTIME_STAMP)
 plan: validate
 	$(BIN)/fleetctl plan --stack $(STACK)
 
-test: $(STAMP) system-deps $(POLICY_STAMP) $(CHECKOV_STAMP) $(IAM_SIMULATE_STAMP)
+test: $(STAMP) system-deps kube $(POLICY_STAMP) $(CHECKOV_STAMP) $(IAM_SIMULATE_STAMP)
 	$(BIN)/python -m pytest
 
 # The Mooncake wheel's store client links Debian's libibverbs1 (the end-to-end store tests);
@@ -61,6 +61,12 @@ test: $(STAMP) system-deps $(POLICY_STAMP) $(CHECKOV_STAMP) $(IAM_SIMULATE_STAMP
 system-deps:
 	@{ ldconfig -p | grep -q 'libibverbs.so.1 ' && command -v openssl >/dev/null; } || \
 		{ apt-get update -q && apt-get install -y -q libibverbs1 openssl; }
+
+# The cluster tests' control plane (kube-apiserver, kube-scheduler, kube-controller-manager, etcd),
+# compiled with Go from the modules tools/kube/ pins, once per machine, into a cache outside the
+# checkout (tools/kube/build.sh; docs/real-control-plane.md). Test-only: `make plan` never needs Go.
+kube:
+	tools/kube/build.sh >/dev/null
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
