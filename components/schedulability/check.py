@@ -4,6 +4,8 @@ naming the workload or node group, why, and the fix."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from components.catalog import InstanceCatalog, instance_catalog
 from components.render.endpoint import endpoint_objects
 from components.render.placement import placed
@@ -33,16 +35,19 @@ def node_autoscaled(region: Region) -> bool:
     return True
 
 
-def region_workloads(spec: StackSpec, region_name: str) -> list[Workload]:
+def region_workloads(spec: StackSpec, region_name: str, *, surge: bool = True) -> list[Workload]:
+    """The region's Deployments and StatefulSets, the platform's and every endpoint's. ``surge=False``
+    leaves out the pods a rolling update adds: what a cluster runs between rollouts (the cluster
+    tests compare that with a real scheduler's placement of a static apply)."""
     region = spec.regions[region_name]
     found = platform_workloads(region_name, region)
     for placement in spec.placements_in(region_name):
         objects = endpoint_objects(placed(spec, placement))
         found += workloads_of(objects.values(), endpoint=placement.endpoint)
-    return found
+    return found if surge else [replace(workload, surge=0) for workload in found]
 
 
-def region_placement(spec: StackSpec, region_name: str, catalog: InstanceCatalog) -> Placement:
+def region_placement(spec: StackSpec, region_name: str, catalog: InstanceCatalog, *, surge: bool = True) -> Placement:
     region = spec.regions[region_name]
     autoscaled = node_autoscaled(region)
     nodes = region_nodes(region, catalog, autoscaled=autoscaled)
@@ -53,7 +58,7 @@ def region_placement(spec: StackSpec, region_name: str, catalog: InstanceCatalog
         run_daemon_sets(fresh, plugins)
         return fresh
 
-    return place(nodes, plugins, region_workloads(spec, region_name), grow)
+    return place(nodes, plugins, region_workloads(spec, region_name, surge=surge), grow)
 
 
 def check_schedulable(spec: StackSpec) -> list[Problem]:

@@ -67,6 +67,8 @@ class Placement:
     gaps: list[DaemonSetGap] = field(default_factory=list)
     misfits: list[Misfit] = field(default_factory=list)
     shortages: list[Shortage] = field(default_factory=list)
+    nodes: list[Node] = field(default_factory=list)
+    """The region's nodes as placed: what each runs (``Node.pods``) and has left (``Node.free``)."""
 
     @property
     def complete(self) -> bool:
@@ -139,7 +141,7 @@ NodeFactory = Callable[[str, int], list[Node]]
 def place(
     nodes: Sequence[Node], daemon_sets: Sequence[DaemonSet], workloads: Sequence[Workload], grow: NodeFactory
 ) -> Placement:
-    result = Placement(gaps=run_daemon_sets(nodes, daemon_sets))
+    result = Placement(gaps=run_daemon_sets(nodes, daemon_sets), nodes=list(nodes))
     groups: dict[str, list[Node]] = {}
     for node in nodes:
         groups.setdefault(node.group, []).append(node)
