@@ -16,13 +16,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import naming, scheduling
 from components.catalog import InstanceType, pins
 from components.platform.addons import helm_release
-from components.platform.identity import pod_identity_trust_policy
+from components.platform.identity import controller_identity
 from components.spec.region import NodeGroup
 
 NAMESPACE = "kube-system"
@@ -202,26 +201,14 @@ class ClusterAutoscaler(pulumi.ComponentResource):
     def __init__(self, name: str, args: ClusterAutoscalerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:platform:ClusterAutoscaler", name, None, opts)
         region = args.region
-        child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(
+        role, association = controller_identity(
+            self,
             naming.platform_name(region, "cluster-autoscaler"),
-            assume_role_policy=pod_identity_trust_policy(self),
-            description=f"Cluster Autoscaler of the {region} cluster",
-            opts=child,
-        )
-        aws.iam.RolePolicy(
-            naming.platform_name(region, "cluster-autoscaler"),
-            role=role.id,
-            policy=args.cluster_name.apply(lambda cluster: json.dumps(autoscaler_policy(cluster, region))),
-            opts=child,
-        )
-        association = aws.eks.PodIdentityAssociation(
-            naming.platform_name(region, "cluster-autoscaler"),
-            cluster_name=args.cluster_name,
-            namespace=NAMESPACE,
-            service_account=SERVICE_ACCOUNT,
-            role_arn=role.arn,
-            opts=child,
+            f"Cluster Autoscaler of the {region} cluster",
+            args.cluster_name.apply(lambda cluster: json.dumps(autoscaler_policy(cluster, region))),
+            args.cluster_name,
+            NAMESPACE,
+            SERVICE_ACCOUNT,
         )
         values: pulumi.Output[Mapping[str, Any]] = args.cluster_name.apply(
             lambda cluster: autoscaler_values(cluster, region, args.kubernetes_version)

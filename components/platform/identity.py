@@ -43,6 +43,31 @@ def pod_identity_trust_policy(parent: pulumi.Resource) -> pulumi.Output[str]:
     return caller.account_id.apply(lambda account: json.dumps(pod_identity_trust(account)))
 
 
+def controller_identity(
+    parent: pulumi.Resource,
+    name: str,
+    description: str,
+    policy: pulumi.Input[str],
+    cluster_name: pulumi.Input[str],
+    namespace: str,
+    service_account: str,
+) -> tuple[aws.iam.Role, aws.eks.PodIdentityAssociation]:
+    """The IAM role one ServiceAccount of the platform (a controller's) assumes through EKS Pod
+    Identity, its inline ``policy`` and the association; all three named ``name``, children of ``parent``."""
+    child = pulumi.ResourceOptions(parent=parent)
+    role = aws.iam.Role(name, assume_role_policy=pod_identity_trust_policy(parent), description=description, opts=child)
+    aws.iam.RolePolicy(name, role=role.id, policy=policy, opts=child)
+    association = aws.eks.PodIdentityAssociation(
+        name,
+        cluster_name=cluster_name,
+        namespace=namespace,
+        service_account=service_account,
+        role_arn=role.arn,
+        opts=child,
+    )
+    return role, association
+
+
 def kv_policy(cold_tier: ColdTier, region: str, sources: tuple[str, ...], prefix: str) -> pulumi.Output[str]:
     def document(arns: list[str]) -> str:
         return json.dumps(workload_access(arns[0], arns[1], region, sources, kv_prefix=prefix))

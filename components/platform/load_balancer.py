@@ -12,13 +12,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pulumi
-import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import naming
 from components.catalog import chart_crds, pins
 from components.platform.addons import helm_release
-from components.platform.identity import pod_identity_trust_policy
+from components.platform.identity import controller_identity
 from components.spec.region import Ingress
 
 NAMESPACE = "kube-system"
@@ -296,26 +295,14 @@ class LoadBalancerController(pulumi.ComponentResource):
     def __init__(self, name: str, args: LoadBalancerControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:platform:LoadBalancerController", name, None, opts)
         region = args.region
-        child = pulumi.ResourceOptions(parent=self)
-        role = aws.iam.Role(
+        role, association = controller_identity(
+            self,
             naming.platform_name(region, "lb-controller"),
-            assume_role_policy=pod_identity_trust_policy(self),
-            description=f"AWS Load Balancer Controller of the {region} cluster",
-            opts=child,
-        )
-        aws.iam.RolePolicy(
-            naming.platform_name(region, "lb-controller"),
-            role=role.id,
-            policy=json.dumps(controller_policy(naming.aws_partition(region))),
-            opts=child,
-        )
-        association = aws.eks.PodIdentityAssociation(
-            naming.platform_name(region, "lb-controller"),
-            cluster_name=args.cluster_name,
-            namespace=NAMESPACE,
-            service_account=SERVICE_ACCOUNT,
-            role_arn=role.arn,
-            opts=child,
+            f"AWS Load Balancer Controller of the {region} cluster",
+            json.dumps(controller_policy(naming.aws_partition(region))),
+            args.cluster_name,
+            NAMESPACE,
+            SERVICE_ACCOUNT,
         )
         values = pulumi.Output.all(args.cluster_name, args.vpc_id).apply(
             lambda names: controller_values(names[0], region, names[1], args.ingress)
