@@ -65,6 +65,22 @@ class Handler(BaseHTTPRequestHandler):
         self.send_json(422, {"error": {"message": f"stand-in: {message}", "code": 422}})
 
 
+class VllmServer(Handler):
+    """What prefill and decode stand-ins share with vLLM's server: /health, and completions
+    refused at an unknown path or without the key."""
+
+    def do_GET(self) -> None:
+        self.send_json(200 if self.path == "/health" else 404, {})
+
+    def completion_request(self) -> Any:
+        """The body of an authorized completion request, or None once the refusal is sent."""
+        if self.path not in COMPLETION_PATHS:
+            self.send_json(404, {})
+            return None
+        body = self.body()
+        return body if self.authorized() else None
+
+
 class Prefill:
     def __init__(self, host: str) -> None:
         self.host = host
@@ -85,19 +101,10 @@ class Prefill:
 
 
 def prefill_handlers(prefill: Prefill) -> tuple[type[Handler], type[Handler], type[Handler]]:
-    class Server(Handler):
-        def do_GET(self) -> None:
-            if self.path == "/health":
-                self.send_json(200, {})
-            else:
-                self.send_json(404, {})
-
+    class Server(VllmServer):
         def do_POST(self) -> None:
-            if self.path not in COMPLETION_PATHS:
-                self.send_json(404, {})
-                return
-            body = self.body()
-            if not self.authorized():
+            body = self.completion_request()
+            if body is None:
                 return
             params = body.get("kv_transfer_params") or {}
             transfer_id = params.get("transfer_id", "")
@@ -148,19 +155,10 @@ def get_json(url: str) -> tuple[int, Any]:
         return 0, None
 
 
-class Decode(Handler):
-    def do_GET(self) -> None:
-        if self.path == "/health":
-            self.send_json(200, {})
-        else:
-            self.send_json(404, {})
-
+class Decode(VllmServer):
     def do_POST(self) -> None:
-        if self.path not in COMPLETION_PATHS:
-            self.send_json(404, {})
-            return
-        body = self.body()
-        if not self.authorized():
+        body = self.completion_request()
+        if body is None:
             return
         params = body.get("kv_transfer_params") or {}
         keys = {"do_remote_decode", "do_remote_prefill", "remote_bootstrap_addr", "remote_engine_id", "transfer_id"}
