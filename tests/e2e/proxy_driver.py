@@ -151,6 +151,15 @@ def right_after_a_refresh(scene: Scene, address: str) -> None:
     wait_until(lambda: scene.queries(address) > seen, "the proxy's next refresh")
 
 
+def restart_in_place(scene: Scene, address: str) -> str:
+    """SIGUSR1 to the prefill stand-in, and its new engine id once it answers with it: the stand-in
+    handles the signal on its main thread, so an id read at once may still be the old one."""
+    before = scene.engine_id(address)
+    scene.processes[address].send_signal(signal.SIGUSR1)
+    wait_until(lambda: scene.engine_id(address) != before, "the stand-in's restart in place")
+    return scene.engine_id(address)
+
+
 def scenario(scene: Scene) -> dict[str, Any]:
     out: dict[str, Any] = {}
     scene.network([PREFILL_A, NEVER_UP])
@@ -167,12 +176,11 @@ def scenario(scene: Scene) -> dict[str, Any]:
 
     # A restart the refresh has not seen yet (SIGUSR1: new engine id, old transfers gone).
     right_after_a_refresh(scene, PREFILL_A)
-    scene.processes[PREFILL_A].send_signal(signal.SIGUSR1)
-    out["unseen_restart"] = scene.request() | {"new_engine": scene.engine_id(PREFILL_A)}
+    new_engine = restart_in_place(scene, PREFILL_A)
+    out["unseen_restart"] = scene.request() | {"new_engine": new_engine}
     # A stream cannot be retried once decode answered: it sees the stale id until the next refresh.
     right_after_a_refresh(scene, PREFILL_A)
-    scene.processes[PREFILL_A].send_signal(signal.SIGUSR1)
-    renewed = scene.engine_id(PREFILL_A)
+    renewed = restart_in_place(scene, PREFILL_A)
     started = time.monotonic()
     streams: list[dict[str, Any]] = []
     while not streams or streams[-1].get("engine_id") != renewed:
