@@ -28,22 +28,32 @@ IMAGE: Final = "vllm/vllm-openai:v0.33.0"
 MODEL: Final = "Qwen/Qwen3-0.6B"
 STACK: Final = "bench"
 GPU_GROUP_MAX_SIZE: Final = 16
-"""Capacity is checked per endpoint (max_size x 4 GPUs); 16 nodes hold any endpoint generated here."""
+"""The GPU group's size for small stacks; larger ones get a node per endpoint, enough for the
+schedulability check (a split endpoint runs three one-GPU pods while it rolls, four to a node)."""
+SYSTEM_NODES_PER_ENDPOINT: Final = 2
+"""System nodes (m7i.xlarge, 4 vCPUs) per endpoint: a split one's two proxies, their surge and a
+store master need about 4 CPUs."""
 
 _NAME_PREFIX: Final[dict[Mode, str]] = {"classic": "cl", "disaggregated": "pd", "store": "kv", "both": "pdkv"}
 
 
-def region(name: str, index: int) -> dict[str, Any]:
-    """A valid region ``name`` with its own /16 (10.<20+index>.0.0/16) and two zones."""
+def region(name: str, index: int, endpoints: int = 0) -> dict[str, Any]:
+    """A valid region ``name`` with its own /16 (10.<20+index>.0.0/16), two zones, and node groups
+    large enough for ``endpoints`` endpoints."""
     return {
         "kubernetes_version": "1.34",
         "vpc": {"cidr": f"10.{20 + index}.0.0/16", "availability_zones": [f"{name}a", f"{name}b"]},
         "node_groups": {
-            "system": {"instance_types": ["m7i.xlarge"], "min_size": 2, "max_size": 4, "desired_size": 2},
+            "system": {
+                "instance_types": ["m7i.xlarge"],
+                "min_size": 2,
+                "max_size": 4 + SYSTEM_NODES_PER_ENDPOINT * endpoints,
+                "desired_size": 2,
+            },
             "gpu": {
                 "instance_types": ["g6e.12xlarge"],
                 "min_size": 0,
-                "max_size": GPU_GROUP_MAX_SIZE,
+                "max_size": max(GPU_GROUP_MAX_SIZE, endpoints),
                 "desired_size": 1,
             },
         },
@@ -77,7 +87,7 @@ def stack_config(endpoints: int, regions: int, mix: Sequence[Mode] = MODES) -> d
         raise ValueError("mix names no mode")
     modes = [mix[index % len(mix)] for index in range(endpoints)]
     return {
-        "regions": {name: region(name, index) for index, name in enumerate(REGIONS[:regions])},
+        "regions": {name: region(name, index, endpoints) for index, name in enumerate(REGIONS[:regions])},
         "endpoints": {endpoint_name(mode, index): endpoint(mode) for index, mode in enumerate(modes)},
     }
 
