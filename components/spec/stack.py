@@ -86,11 +86,15 @@ def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> S
             problems += check_region_name(name, known_regions)  # a region whose body is invalid too
     for name, region in list(regions.items()):
         name_problems = check_region_name(name, known_regions)
-        problems += name_problems + check_region(name, region, catalog)
+        if name_problems:
+            # Reported once, against the region: its zones and derived names are judged by its name,
+            # so they would only echo it; endpoints are not placed there.
+            problems += name_problems
+            del regions[name]
+            continue
+        problems += check_region(name, region, catalog)
         if stack is not None:
             problems += check_derived_names(stack, name, region)
-        if name_problems:
-            del regions[name]  # reported once, against the region; endpoints are not placed there
     placements: list[Placement] = []
     declared = tuple(raw_regions) if isinstance(raw_regions, Mapping) else ()
     for name in raw_endpoints if isinstance(raw_endpoints, Mapping) else ():
