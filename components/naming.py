@@ -166,3 +166,19 @@ def aws_partition(region: str) -> str:
     if region.startswith("us-gov-"):
         return "aws-us-gov"
     return "aws"
+
+
+# The region's metrics pipeline (docs/metrics.md): where the autoscaling layer and the dashboard
+# query, and the labels every scraped series of an inference pod carries, whatever its exporter.
+METRICS_NAMESPACE = "inference-fleet-metrics"
+PROMETHEUS_SERVICE = "prometheus"
+PROMETHEUS_PORT = 9090
+SERIES_ENDPOINT_LABEL = "endpoint"
+"""Series label holding the pod's ``app.kubernetes.io/name`` (the endpoint; a canary's is its own name)."""
+SERIES_ROLE_LABEL = "role"
+"""Series label holding the pod's ``app.kubernetes.io/component`` (server, prefill, decode, canary, ...)."""
+
+
+def prometheus_query_url() -> str:
+    """The in-cluster Prometheus the region's scalers and dashboards query."""
+    return f"http://{PROMETHEUS_SERVICE}.{METRICS_NAMESPACE}.svc.cluster.local:{PROMETHEUS_PORT}"
