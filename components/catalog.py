@@ -128,6 +128,7 @@ class ChartPins(_Data):
     efa_device_plugin: Chart
     aws_load_balancer_controller: Chart
     cluster_autoscaler: ClusterAutoscalerChart
+    keda: Chart
 
 
 class Pins(_Data):
