@@ -145,6 +145,10 @@ def kv_endpoints_in(spec: StackSpec, region: str) -> tuple[KvEndpoint, ...]:
         endpoint = spec.endpoints[placement.endpoint]
         if endpoint.mooncake is not None and endpoint.mooncake.store.cold_tier_enabled:
             found.append(KvEndpoint(placement.endpoint, endpoint.namespace, endpoint.model_source))
+            if endpoint.canary is not None:
+                # The canary set writes under its own prefix, as its own identity (render/mooncake.py).
+                canary = naming.canary_set_name(placement.endpoint)
+                found.append(KvEndpoint(canary, endpoint.namespace, endpoint.model_source))
     return tuple(found)
 
 

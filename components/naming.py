@@ -31,6 +31,21 @@ _NAME_LIMITS: dict[str, int] = {
 MAX_ENDPOINT_NAME_LENGTH = min(limit - len(suffix) for suffix, limit in _NAME_LIMITS.items())
 """44: '<name>-prefill' must stay within the 52 characters of a StatefulSet name."""
 
+CANARY_SUFFIX = "-canary"
+MAX_CANARY_ENDPOINT_NAME_LENGTH = min(
+    limit - len(CANARY_SUFFIX) - len(suffix) for suffix, limit in _NAME_LIMITS.items() if suffix != CANARY_SUFFIX
+)
+"""37: a Mooncake endpoint's canary set is named '<name>-canary-*', and '<name>-canary-prefill' must stay
+within the 52 characters of a StatefulSet name. Only endpoints with such a canary are held to it."""
+
+
+def canary_set_name(endpoint: str) -> str:
+    """The name a Mooncake endpoint's canary set is rendered under (``<name>-canary``): each of its
+    objects is that name plus its role's suffix, and its pods' ``app.kubernetes.io/name`` is that name,
+    so no selector of the primary (Services, PDBs, NetworkPolicies, autoscalers) takes a canary pod, and
+    its series carry ``endpoint="<name>-canary"``."""
+    return f"{endpoint}{CANARY_SUFFIX}"
+
 
 def object_name(endpoint: str, role: Role) -> str:
     """The Kubernetes name of an endpoint's object for ``role`` (the classic server has none)."""

@@ -9,6 +9,7 @@ from components.render.autoscaling import horizontal_pod_autoscaler
 from components.render.classic import pod_disruption_budget
 from components.render.kube import pod_identity_account
 from components.render.kv_transfer import ColdTierTarget
+from components.render.mooncake_canary import canary_backend, canary_view
 from components.render.mooncake_roles import (
     cold_tier_staging,
     mooncake_of,
@@ -41,7 +42,23 @@ def kv_service_account(endpoint: PlacedEndpoint) -> dict[str, Any]:
 
 
 def mooncake_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None) -> dict[str, dict[str, Any]]:
+    """The endpoint's set and its route; with a canary, the canary's whole set too (parts ``canary-*``),
+    rendered by the same functions from the canary's view of the endpoint (``mooncake_canary.py``)."""
+    objects = _set_objects(endpoint, cold, routed=True)
+    if endpoint.spec.canary is not None:
+        view = canary_view(endpoint)
+        # The canary writes the cold tier under a prefix (and an IAM role) of its own: its engine
+        # may lay KV out differently, so its objects never mix with the primary's.
+        view_cold = cold_tier_target(view, cold.bucket) if cold is not None else None
+        canary = _set_objects(view, view_cold, routed=False)
+        objects.update({f"canary-{part}": manifest for part, manifest in canary.items()})
+    return objects
+
+
+def _set_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None, routed: bool) -> dict[str, dict[str, Any]]:
+    """One complete set (primary or canary view); ``routed``: with the endpoint's route."""
     mooncake = mooncake_of(endpoint)
+    canary = canary_backend(endpoint) if endpoint.spec.canary is not None else None
     stopped = endpoint.spec.desired_state == "stopped"
     objects: dict[str, dict[str, Any]] = {}
     if cold is not None:
@@ -54,7 +71,8 @@ def mooncake_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None) -> d
         objects["deployment"] = role_deployment(endpoint, "server", cold)
         objects["service"] = role_service(endpoint, "server")
         objects["disruption-budget"] = pod_disruption_budget(endpoint, "server")
-        objects["route"] = route(endpoint)
+        if routed:
+            objects["route"] = route(endpoint, canary_backend=canary)
     else:
         objects["prefill"] = prefill_stateful_set(endpoint, cold)
         objects["prefill-service"] = prefill_headless_service(endpoint)
@@ -84,7 +102,8 @@ def mooncake_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None) -> d
         objects["proxy"] = proxy_deployment(endpoint)
         objects["proxy-service"] = proxy_service(endpoint)
         objects["proxy-disruption-budget"] = pod_disruption_budget(endpoint, "proxy")
-        proxy = naming.object_name(endpoint.name, "proxy")
-        objects["route"] = route(endpoint, backend=proxy, health_path=PROXY_HEALTH_PATH)
+        if routed:
+            proxy = naming.object_name(endpoint.name, "proxy")
+            objects["route"] = route(endpoint, backend=proxy, health_path=PROXY_HEALTH_PATH, canary_backend=canary)
     objects.update(network_policies(endpoint))
     return objects

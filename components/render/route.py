@@ -22,21 +22,23 @@ IDLE_TIMEOUT_SECONDS = 600
 """A non-streamed long generation can take minutes; the ALB's default closes idle connections after 60 s."""
 
 
-def weights(endpoint: PlacedEndpoint, backend: str) -> list[tuple[str, int]]:
-    """(Service, weight) pairs of the route; they always sum to 100."""
+def weights(endpoint: PlacedEndpoint, backend: str, canary_backend: str | None = None) -> list[tuple[str, int]]:
+    """(Service, weight) pairs of the route; they always sum to 100. The canary's Service is
+    ``canary_backend`` (a Mooncake canary set's entry), else the classic canary's."""
     canary = endpoint.spec.canary
     if canary is None:
         return [(backend, 100)]
-    return [(backend, 100 - canary.weight), (naming.object_name(endpoint.name, "canary"), canary.weight)]
+    canary_service = canary_backend or naming.object_name(endpoint.name, "canary")
+    return [(backend, 100 - canary.weight), (canary_service, canary.weight)]
 
 
-def forward_action(endpoint: PlacedEndpoint, backend: str) -> dict[str, Any]:
+def forward_action(endpoint: PlacedEndpoint, backend: str, canary_backend: str | None = None) -> dict[str, Any]:
     return {
         "type": "forward",
         "forwardConfig": {
             "targetGroups": [
                 {"serviceName": service, "servicePort": SERVICE_PORT, "weight": weight}
-                for service, weight in weights(endpoint, backend)
+                for service, weight in weights(endpoint, backend, canary_backend)
             ]
         },
     }
@@ -57,8 +59,14 @@ def _compact(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), sort_keys=True)
 
 
-def route(endpoint: PlacedEndpoint, backend: str | None = None, health_path: str | None = None) -> dict[str, Any]:
-    """The route to ``backend`` (the endpoint's own Service unless named), health-checked on
+def route(
+    endpoint: PlacedEndpoint,
+    backend: str | None = None,
+    health_path: str | None = None,
+    canary_backend: str | None = None,
+) -> dict[str, Any]:
+    """The route to ``backend`` (the endpoint's own Service unless named), and to ``canary_backend``
+    (the classic canary's Service unless named) at the canary's weight, health-checked on
     ``health_path`` (the server's unless named) for 200."""
     ingress = endpoint.ingress
     # The action is named after the primary Service: the controller looks the action up by
@@ -72,7 +80,7 @@ def route(endpoint: PlacedEndpoint, backend: str | None = None, health_path: str
         f"{ALB}/healthcheck-path": health_path or endpoint.spec.health_check_path,
         f"{ALB}/success-codes": "200",
         f"{ALB}/load-balancer-attributes": f"idle_timeout.timeout_seconds={IDLE_TIMEOUT_SECONDS}",
-        f"{ALB}/actions.{action}": _compact(forward_action(endpoint, action)),
+        f"{ALB}/actions.{action}": _compact(forward_action(endpoint, action, canary_backend)),
         f"{ALB}/transforms.{action}": _compact(strip_prefix(endpoint)),
     }
     if ingress.certificate_arn is not None:

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from components import naming
 from components.catalog import InstanceCatalog, InstanceType
-from components.naming import MAX_ENDPOINT_NAME_LENGTH
+from components.naming import MAX_CANARY_ENDPOINT_NAME_LENGTH, MAX_ENDPOINT_NAME_LENGTH
 from components.spec.base import is_dns_1035_label
 from components.spec.endpoint import Endpoint
 from components.spec.errors import Problem, did_you_mean, dotted
@@ -200,6 +200,41 @@ def check_endpoint_name(name: str) -> list[Problem]:
             "StatefulSet name",
         )
     ]
+
+
+def check_canary_names(endpoints: Mapping[str, Endpoint]) -> list[Problem]:
+    """A canary's objects are named after its endpoint: '<name>-canary' (a classic canary's Deployment and
+    Service, a Mooncake canary set's store-mode server) and, for a Mooncake canary set, '<name>-canary-prefill'
+    (a StatefulSet, 52 characters at most) and the set's other parts. Refused: a name too long for them, and
+    another endpoint already named '<name>-canary'."""
+    problems = []
+    for name, endpoint in endpoints.items():
+        if endpoint.canary is None:
+            continue
+        path = dotted(["endpoints", name, "canary"])
+        set_name = naming.canary_set_name(name)
+        if set_name in endpoints:
+            problems.append(
+                Problem(
+                    path,
+                    f"the canary's objects are named {set_name!r}, the name of another endpoint of the stack; "
+                    f"rename that endpoint, or serve this canary as its own endpoint",
+                )
+            )
+        if endpoint.mooncake is not None and len(name) > MAX_CANARY_ENDPOINT_NAME_LENGTH:
+            prefill = naming.object_name(set_name, "prefill")
+            problems.append(
+                Problem(
+                    path,
+                    f"the canary set of a Mooncake endpoint is named '<name>-canary-*', and {prefill!r} is "
+                    f"{len(prefill)} characters, past the {len(prefill) - len(name) + MAX_CANARY_ENDPOINT_NAME_LENGTH} "
+                    f"a StatefulSet name may have; an endpoint with a Mooncake canary has a name of at most "
+                    f"{MAX_CANARY_ENDPOINT_NAME_LENGTH} characters ({name!r} has {len(name)}): serve the new image "
+                    f"as a new endpoint with a shorter name and move the traffic there, or update the image without "
+                    f"a canary",
+                )
+            )
+    return problems
 
 
 def place_endpoint(

@@ -29,7 +29,7 @@ from components.spec.base import (
 )
 from components.spec.engine import EngineCapabilities
 from components.spec.images import HEALTH_PATHS, Framework, ImageRef, framework_from_image, rewrite_for_region
-from components.spec.mooncake import Mooncake, Proxy
+from components.spec.mooncake import Mooncake, Proxy, Topology
 from components.spec.region import CapacityType
 from components.spec.sizes import ByteSize
 from policy.rules import CREDENTIAL_NAME
@@ -148,9 +148,16 @@ class SecretRef(SpecModel):
 
 
 class Canary(SpecModel):
-    image: ImageRef = Field(description="Image of the canary workload.")
+    image: ImageRef = Field(
+        description="Image of the canary workload (of every vLLM role of a Mooncake endpoint's canary set)."
+    )
     weight: int = Field(10, ge=1, le=99, description="Percent of traffic the route sends to the canary.")
-    replicas: int = Field(1, ge=1, description="Pods of the canary workload.")
+    replicas: int = Field(1, ge=1, description="Pods of a classic endpoint's canary workload.")
+    topology: Topology | None = Field(
+        None,
+        description="XpYd counts of a split Mooncake endpoint's canary set (its own prefill, decode, proxy and "
+        "store master, named <name>-canary-*); defaults to mooncake.topology. The set is never autoscaled.",
+    )
 
 
 class Endpoint(SpecModel):
@@ -306,6 +313,12 @@ class Endpoint(SpecModel):
             seen.add(region)
         if self.canary is not None and self.desired_state != "running":
             yield fail("canary_stopped", "is allowed only while desired_state is 'running'", at="canary")
+        if self.canary is not None and self.canary.topology is not None and self.mooncake is None:
+            yield fail(
+                "canary_topology_classic",
+                "sizes a Mooncake endpoint's canary set; a classic endpoint's canary is sized with canary.replicas",
+                at="canary.topology",
+            )
         if self.mooncake is not None:
             yield from self._mooncake_rules(self.mooncake)
         elif self.image is None:
@@ -336,12 +349,27 @@ class Endpoint(SpecModel):
         if self.autoscaling is not None:
             yield fail("mooncake_autoscaling", "is for classic endpoints; use mooncake.autoscaling", at="autoscaling")
         if self.canary is not None:
-            yield fail(
-                "mooncake_canary",
-                "is not supported on Mooncake endpoints (a canary is one Deployment, not a prefill/decode set)",
-                at="canary",
-            )
+            yield from self._mooncake_canary_rules(self.canary, mooncake)
         yield from self._page_entry_rules(mooncake)
+
+    def _mooncake_canary_rules(self, canary: Canary, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
+        """A Mooncake endpoint's canary is a whole second set (docs/mooncake-canary.md), sized by a
+        topology of its own, never by replicas."""
+        if "replicas" in canary.model_fields_set:
+            fix = "canary.topology (default: mooncake.topology)" if mooncake.split else "nothing: mode 'store' runs one"
+            yield fail(
+                "mooncake_canary_replicas",
+                "is for a classic endpoint's canary; a Mooncake canary is a whole prefill/decode/proxy set, "
+                "sized with {fix}; remove it",
+                at="canary.replicas",
+                fix=fix,
+            )
+        if canary.topology is not None and not mooncake.split:
+            yield fail(
+                "canary_topology_unused",
+                "is not used by mode 'store' (its canary is one server and its own store master); remove it",
+                at="canary.topology",
+            )
 
     def _model_rules(self) -> Iterator[PydanticCustomError]:
         """Every endpoint says what it serves; a model the server downloads is a Hub id."""

@@ -13,6 +13,7 @@ from components.catalog import aws_regions, instance_catalog
 from components.spec.base import SpecModel
 from components.spec.checks import (
     Placement,
+    check_canary_names,
     check_derived_names,
     check_endpoint_name,
     check_region,
@@ -99,6 +100,7 @@ def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> S
     declared = tuple(raw_regions) if isinstance(raw_regions, Mapping) else ()
     for name in raw_endpoints if isinstance(raw_endpoints, Mapping) else ():
         problems += check_endpoint_name(str(name))
+    problems += check_canary_names(endpoints)
     for name, endpoint in endpoints.items():
         endpoint_placements, endpoint_problems = place_endpoint(name, endpoint, declared, regions, catalog)
         placements += endpoint_placements

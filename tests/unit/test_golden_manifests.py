@@ -164,6 +164,17 @@ MOONCAKE_CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
         on_gpu({"mode": "both", "topology": {"prefill": 1, "decode": 1}}, desired_state="stopped"),
         None,
     ),
+    "both-tcp-canary": (
+        on_gpu(
+            {"mode": "both", "topology": {"prefill": 2, "decode": 1}, "store": {"cold_tier_enabled": True}},
+            canary={"image": "vllm/vllm-openai:v0.34.0", "weight": 5, "topology": {"prefill": 1, "decode": 1}},
+        ),
+        COLD_REGION,
+    ),
+    "store-rdma-canary": (
+        on_p5({"mode": "store"}, canary={"image": "vllm/vllm-openai:v0.34.0-efa", "weight": 20}),
+        None,
+    ),
 }
 GOLDEN_CASES = [("classic", case) for case in CASES] + [("mooncake", case) for case in MOONCAKE_CASES]
 

@@ -352,7 +352,23 @@ CAPACITY = [
         "raise max_size to 5",
         id="rdma_pods_take_a_node_each",
     ),
+    pytest.param(
+        with_mooncake({"canary": {"image": "x:2"}}),
+        "p5",
+        "raise max_size to 6",
+        id="a_mooncake_canary_set_and_its_decode_surge",
+    ),
 ]
+
+
+def test_a_mooncake_canary_sets_pods_are_counted_with_their_own_topology() -> None:
+    """Primary 1P1D (3 nodes with the decode surge) fits the 4 p5 nodes alone; its canary's
+    2P1D set adds 4 more, named in the shortage."""
+    (problem,) = schedule(with_mooncake({"canary": {"image": "x:2", "topology": {"prefill": 2, "decode": 1}}}))
+    assert "they need 7 nodes" in problem.message
+    assert "StatefulSet inference/chat-canary-prefill 2 pod(s)" in problem.message
+    assert "Deployment inference/chat-canary-decode 1 pod(s) + 1 rollout surge" in problem.message
+    assert schedule(with_mooncake()) == []
 
 
 @pytest.mark.parametrize(("config", "group", "fix"), CAPACITY)

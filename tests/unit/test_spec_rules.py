@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from components.catalog import pins
-from components.naming import MAX_ENDPOINT_NAME_LENGTH
+from components.naming import MAX_CANARY_ENDPOINT_NAME_LENGTH, MAX_ENDPOINT_NAME_LENGTH
 from components.spec import Endpoint, Problem, SpecError, StackSpec, parse_stack_config
 
 from .stack_builders import (
@@ -680,10 +680,51 @@ MOONCAKE_REJECTS = [
         "is for classic endpoints; use mooncake.autoscaling",
     ),
     case(
-        "mooncake_with_a_canary",
-        with_mooncake({"canary": {"image": "x:2"}}),
+        "mooncake_canary_with_replicas",
+        with_mooncake({"canary": {"image": "x:2", "replicas": 2}}),
+        "endpoints.chat.canary.replicas",
+        "sized with canary.topology (default: mooncake.topology); remove it",
+    ),
+    case(
+        "store_canary_with_replicas",
+        with_mooncake({"canary": {"image": "x:2", "replicas": 1}, "mooncake": {"mode": "store", "topology": DELETE}}),
+        "endpoints.chat.canary.replicas",
+        "sized with nothing: mode 'store' runs one",
+    ),
+    case(
+        "store_canary_with_a_topology",
+        with_mooncake(
+            {"canary": {"image": "x:2", "topology": {"prefill": 1}}, "mooncake": {"mode": "store", "topology": DELETE}}
+        ),
+        "endpoints.chat.canary.topology",
+        "is not used by mode 'store'",
+    ),
+    case(
+        "classic_canary_with_a_topology",
+        with_classic({"canary": {"image": "x:2", "topology": {"prefill": 1}}}),
+        "endpoints.chat.canary.topology",
+        "a classic endpoint's canary is sized with canary.replicas",
+    ),
+    case(
+        "mooncake_canary_topology_of_zero_decoders",
+        with_mooncake({"canary": {"image": "x:2", "topology": {"decode": 0}}}),
+        "endpoints.chat.canary.topology.decode",
+        "must be an integer in [1, 1000]",
+    ),
+    case(
+        "mooncake_canary_on_a_name_too_long_for_its_set",
+        with_mooncake({"canary": {"image": "x:2"}}, name="c" * (MAX_CANARY_ENDPOINT_NAME_LENGTH + 1)),
+        f"endpoints.{'c' * (MAX_CANARY_ENDPOINT_NAME_LENGTH + 1)}.canary",
+        f"is 53 characters, past the 52 a StatefulSet name may have; an endpoint with a Mooncake canary has a "
+        f"name of at most {MAX_CANARY_ENDPOINT_NAME_LENGTH} characters",
+    ),
+    case(
+        "canary_named_like_another_endpoint",
+        stack_config(
+            endpoints={"chat": mooncake_endpoint({"canary": {"image": "x:2"}}), "chat-canary": mooncake_endpoint()}
+        ),
         "endpoints.chat.canary",
-        "is not supported on Mooncake endpoints",
+        "the canary's objects are named 'chat-canary', the name of another endpoint of the stack",
     ),
     case(
         "mooncake_on_neuron",
@@ -1647,8 +1688,8 @@ SEVERAL_MISTAKES = [
         id="canary_fields",
     ),
     pytest.param(
-        with_mooncake({"desired_state": "stopped", "canary": {"image": IMAGE}}),
-        chat_at("canary", "canary"),
+        with_mooncake({"desired_state": "stopped", "canary": {"image": IMAGE, "replicas": 2}}),
+        chat_at("canary", "canary.replicas"),
         id="canary_rules",
     ),
 ]
