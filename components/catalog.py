@@ -139,9 +139,17 @@ class Pins(_Data):
     charts: ChartPins
 
 
+def _loader() -> YAML:
+    """The project's own files under config/ are read with ruamel's C parser (``ruamel.yaml.clib``,
+    pinned), several times faster than the pure one; tests/unit/test_catalog_loader.py holds that
+    both read every file there to the same values and types. Users' stack files keep the pure
+    parser (fleetctl/stackfile.py): its errors carry the marks the problems report."""
+    return YAML(typ="safe", pure=False)
+
+
 def _read(name: str) -> object:
     with (CONFIG_DIR / name).open(encoding="utf-8") as handle:
-        return YAML(typ="safe", pure=True).load(handle)
+        return _loader().load(handle)
 
 
 @cache
@@ -170,7 +178,7 @@ _CRD = ("apiextensions.k8s.io/v1", "CustomResourceDefinition")
 @cache
 def _documents(name: str) -> tuple[dict[str, Any], ...]:
     with (CONFIG_DIR / name).open(encoding="utf-8") as handle:
-        documents = [document for document in YAML(typ="safe", pure=True).load_all(handle) if document is not None]
+        documents = [document for document in _loader().load_all(handle) if document is not None]
     if not all(isinstance(document, dict) for document in documents):
         raise ValueError(f"config/{name}: every document must be a mapping")
     return tuple(documents)

@@ -149,8 +149,13 @@ def _program_path() -> Iterator[None]:
             sys.path.remove(root)
 
 
-def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = PROJECT) -> Plan:
-    """Run ``program`` in-process with the stack's config and return what it registered."""
+def run_program(
+    stack_file: StackFile, program: Path = PROGRAM, project: str = PROJECT, *, wait_first: bool = True
+) -> Plan:
+    """Run ``program`` in-process with the stack's config and return what it registered.
+
+    ``wait_first=False`` leaves the waiting for the program's Outputs to the SDK alone: the plain
+    path, slower on large stacks, kept so a test can hold both to the same plan."""
     monitor = RecordingMonitor(FleetMocks())
     settings.configure(
         mocks.MockSettings(  # type: ignore[no-untyped-call]
@@ -167,8 +172,10 @@ def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = P
     settings.set_root_resource(None)  # type: ignore[arg-type]
     pulumi_config.set_all_config(dict(stack_file.engine_config), [])
 
-    def program_main() -> None:
+    async def program_main() -> None:
         runpy.run_path(str(program), run_name="__main__")
+        if wait_first:
+            await _outputs_settled()
 
     loop = asyncio.new_event_loop()
     asyncio.set_event_loop(loop)
@@ -194,6 +201,28 @@ def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = P
         )
     )
     return Plan(project=project, stack=stack_file.stack, resources=resources, outputs=normalise(monitor.stack_outputs))
+
+
+async def _outputs_settled() -> None:
+    """Wait until every Output and RPC the program started has finished, one ``asyncio.wait`` per
+    generation of them (those started while the previous generation ran), before the SDK's own wait.
+
+    ``pulumi.runtime.stack.wait_for_rpcs`` (pulumi 3.272.0) waits on the program's outstanding
+    Outputs with ``asyncio.wait(..., FIRST_COMPLETED)`` in a loop: each round hangs a callback on every
+    Output still pending and returns when any one finishes, so its cost is the pending Outputs times
+    the rounds, quadratic in the resources of a plan (the round ends whenever a registration's worker
+    thread finishes). Waiting here first leaves it only finished Outputs, which it passes in one round;
+    it still awaits each one, so a failed Output is reported by the SDK as before. What is registered,
+    and with what, does not change: only how the wait is done."""
+    while True:
+        with settings.SETTINGS.lock:
+            outputs = [task for task in settings.SETTINGS.outputs if not task.done()]
+        rpcs = [rpc for rpc in settings.SETTINGS.rpc_manager.rpcs if not asyncio.ensure_future(rpc).done()]
+        if not outputs and not rpcs:
+            return
+        done, _ = await asyncio.wait([*outputs, *rpcs], return_when=asyncio.FIRST_EXCEPTION)
+        if any(not task.cancelled() and task.exception() is not None for task in done):
+            return  # the SDK's wait reports it
 
 
 def _forget_program_state(*, failed: bool) -> None:
