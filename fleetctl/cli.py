@@ -12,7 +12,7 @@ from pathlib import Path
 
 from components.spec import StackSpec
 from components.spec.errors import Problem, ProblemsError
-from fleetctl import diff
+from fleetctl import diff, plancache
 from fleetctl.completion import bash_script
 from fleetctl.edit import commands as edit_commands
 from fleetctl.plan import ProgramError, check_output, run_program, summary, write_plan
@@ -151,9 +151,11 @@ def _main(argv: Sequence[str] | None = None) -> int:
     out = arguments.out or _default_out(stack_file.stack)
     try:
         check_output(out)  # before the program runs: a refused directory is known at once
+        inputs = plancache.in_process_inputs(stack_file.stack, stack_file.engine_config)  # before: as it runs
         with progress(f"fleetctl: planning {display_path(stack_file.path)} offline"):
             plan = run_program(stack_file)
         files = write_plan(plan, out)
+        plancache.store(inputs, files["plan.json"])  # for the next --plan edit of this stack
     except ProgramError as error:
         return _report([f"error: the program failed under the offline plan: {error}"], arguments)
     except ProblemsError as error:

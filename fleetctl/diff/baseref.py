@@ -27,6 +27,8 @@ from pathlib import Path
 from typing import Any
 
 from components.spec.errors import Problem, ProblemsError
+from fleetctl import plancache
+from fleetctl.plancache import cache_dir
 from fleetctl.project import find_project
 from fleetctl.stackfile import PROJECT_ROOT
 
@@ -61,15 +63,6 @@ def export_commit(top: Path, commit: str, into: Path) -> None:
     archive = git(["archive", "--format=tar", commit], top)
     with tarfile.open(fileobj=io.BytesIO(archive)) as tar:
         tar.extractall(into, filter="data")
-
-
-def cache_dir() -> Path:
-    """``FLEETCTL_CACHE_DIR``, else ``$XDG_CACHE_HOME/inference-fleet``, else ``~/.cache/inference-fleet``."""
-    explicit = os.environ.get("FLEETCTL_CACHE_DIR")
-    if explicit:
-        return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "inference-fleet"
 
 
 def _requirements(root: Path) -> dict[str, bytes | None]:
@@ -142,6 +135,13 @@ def plan_with_own_program(root: Path, stack_file: Path, label: str) -> dict[str,
     if not (root / "fleetctl" / "__main__.py").is_file():
         raise _refuse(label, "the commit has no fleetctl/__main__.py to plan with")
     python = interpreter_for(root, label)
+    # Kept by the commit's sources, the stack file and the interpreter (fleetctl/plancache.py): a base
+    # planned before (the same commit, or one that changed none of them) is read back, not planned again.
+    inputs = plancache.stack_file_inputs(root, stack_file.name, stack_file.read_bytes(), python)
+    kept = plancache.lookup(inputs)
+    if kept is not None:
+        reused: dict[str, Any] = json.loads(kept)
+        return reused
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), environment.get("PYTHONPATH")]))
     environment.pop("PYTHONSAFEPATH", None)
@@ -160,9 +160,11 @@ def plan_with_own_program(root: Path, stack_file: Path, label: str) -> dict[str,
                 [Problem(label, "the commit's own fleetctl plan refused it:"), *(Problem("", line) for line in lines)]
             )
         try:
-            document: dict[str, Any] = json.loads((out / "plan.json").read_text(encoding="utf-8"))
+            text = (out / "plan.json").read_text(encoding="utf-8")
+            document: dict[str, Any] = json.loads(text)
         except (OSError, ValueError) as error:
             raise _refuse(label, f"the commit's fleetctl plan wrote no readable plan.json: {error}") from None
+    plancache.store(inputs, text)
     return document
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from components.spec import SpecError
 from components.spec.errors import Problem, ProblemsError
 from components.validation import validate_stack
+from fleetctl import plancache
 from fleetctl.diff.baseref import BaseRefError, plan_at
 from fleetctl.diff.engine import diff_plans
 from fleetctl.diff.render import RENDERERS
@@ -70,8 +71,15 @@ def read_plan(path: Path, label: str) -> dict[str, Any]:
     return dict(document)
 
 
-def plan_stack_file(stack_file: StackFile, label: str) -> dict[str, Any]:
-    """Validate the stack file as ``fleetctl validate`` does, then plan it in-process."""
+def plan_stack_file(stack_file: StackFile, label: str, *, reuse: bool = False) -> dict[str, Any]:
+    """Validate the stack file as ``fleetctl validate`` does, then plan it in-process; the plan is kept
+    by its inputs (fleetctl/plancache.py). With ``reuse``, a plan kept for the same inputs is read back
+    instead: the same program, sources and interpreter planned this very config, so it validated."""
+    inputs = plancache.in_process_inputs(stack_file.stack, stack_file.engine_config)
+    kept = plancache.lookup(inputs) if reuse else None
+    if kept is not None:
+        reused: dict[str, Any] = json.loads(kept)
+        return reused
     try:
         validate_stack(stack_file.project_config, stack=stack_file.stack)
     except SpecError as error:
@@ -80,7 +88,9 @@ def plan_stack_file(stack_file: StackFile, label: str) -> dict[str, Any]:
         plan = run_program(stack_file)
     except ProgramError as error:
         raise InputError([Problem(label, f"the program failed under the offline plan: {error}")]) from None
-    document: dict[str, Any] = json.loads(plan.to_json())
+    text = plan.to_json()
+    plancache.store(inputs, text)
+    document: dict[str, Any] = json.loads(text)
     return document
 
 

@@ -294,7 +294,8 @@ def _infrastructure_change(path: Path, edit: Edit) -> diff.PlanDiff:
     """The offline plans of the stack before and after the edit, compared (``fleetctl diff``)."""
     label = display_path(path)
     with progress(f"fleetctl: planning {label} before and after the edit"):
-        before = diff.plan_stack_file(parse_stack_bytes(path, edit.document.original), label)
+        # The stack as it is: usually planned already (by fleetctl plan or the edit before), then read back.
+        before = diff.plan_stack_file(parse_stack_bytes(path, edit.document.original), label, reuse=True)
         after = diff.plan_stack_file(parse_stack_bytes(path, edit.after), label)
     return diff.diff_plans(before, after)
 
