@@ -52,9 +52,16 @@ def point_to_point(transfer: Transfer, role: MooncakeRole) -> dict[str, Any]:
     return {"kv_connector": "MooncakeConnector", "kv_role": KV_ROLES[role], "kv_connector_extra_config": extra}
 
 
-def store(role: MooncakeRole) -> dict[str, Any]:
-    """The store connector reads everything else from mooncake.json (MOONCAKE_CONFIG_PATH)."""
-    return {"kv_connector": "MooncakeStoreConnector", "kv_role": "kv_consumer" if role == "decode" else "kv_both"}
+def store(role: MooncakeRole, store_tp_size: int | None = None) -> dict[str, Any]:
+    """The store connector reads everything else from mooncake.json (MOONCAKE_CONFIG_PATH);
+    ``store_tp_size`` where the roles' tensor parallelism differs (mooncake_roles.store_tp_size)."""
+    config: dict[str, Any] = {
+        "kv_connector": "MooncakeStoreConnector",
+        "kv_role": "kv_consumer" if role == "decode" else "kv_both",
+    }
+    if store_tp_size is not None:
+        config["kv_connector_extra_config"] = {"store_tp_size": store_tp_size}
+    return config
 
 
 def object_tier_prefix(prefix: str) -> str:
@@ -97,12 +104,14 @@ def writes_cold_tier(role: MooncakeRole) -> bool:
     return role != "decode"
 
 
-def kv_transfer_config(mooncake: Mooncake, role: MooncakeRole, cold: ColdTierTarget | None) -> dict[str, Any]:
+def kv_transfer_config(
+    mooncake: Mooncake, role: MooncakeRole, cold: ColdTierTarget | None, store_tp_size: int | None = None
+) -> dict[str, Any]:
     children = []
     if mooncake.split:
         children.append(point_to_point(mooncake.transfer, role))
     if mooncake.store_enabled:
-        children.append(store(role))
+        children.append(store(role, store_tp_size))
     if cold is not None and writes_cold_tier(role):
         children.append(cold_tier(cold))
     if len(children) == 1:

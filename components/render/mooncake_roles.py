@@ -4,6 +4,8 @@ mode ``store``; each with its role's connector config, the store config and the 
 
 from __future__ import annotations
 
+import dataclasses
+import math
 from typing import Any
 
 from components import naming
@@ -131,7 +133,29 @@ def _env(endpoint: PlacedEndpoint, role: MooncakeRole) -> list[dict[str, Any]]:
     return env
 
 
+def store_tp_size(endpoint: PlacedEndpoint) -> int | None:
+    """The tensor parallelism the store shards KV by when prefill and decode differ in theirs.
+
+    Without it the pinned vLLM's MooncakeStoreConnector keys each rank's shard by its rank alone
+    (``@tp_rank:<r>``, vllm/distributed/kv_transfer/kv_connector/v1/mooncake/store/data.py), so a
+    decoder of another size would look up shards holding other heads. With ``store_tp_size`` (a
+    multiple of both sizes: their least common multiple) both roles write and read one sharded
+    layout, or, where the model's KV heads do not split that way, a layout namespaced by their own
+    size (store/worker.py ``_select_store_layout``): never another size's shards."""
+    mooncake = mooncake_of(endpoint)
+    if not (mooncake.split and mooncake.store_enabled):
+        return None
+    sizes = {endpoint.spec.tensor_parallel_size(role) for role in ("prefill", "decode")}
+    return math.lcm(*sizes) if len(sizes) > 1 else None
+
+
 def role_template(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTierTarget | None) -> dict[str, Any]:
+    """The pod template of ``role``, shaped and placed as the role is (``PlacedEndpoint.for_role``)."""
+    store_tp = store_tp_size(endpoint)
+    endpoint = endpoint.for_role(role)
+    if cold is not None:
+        # The CPU tier the cold tier stages through is sized by the role's own GPUs.
+        cold = dataclasses.replace(cold, staging_bytes=cold_tier_staging(endpoint))
     mooncake = mooncake_of(endpoint)
     template = pod_template(endpoint, role, endpoint.image)
     pod = template["spec"]
@@ -144,7 +168,7 @@ def role_template(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTierTa
     container["args"] = [
         *container["args"],
         "--kv-transfer-config",
-        as_argument(kv_transfer_config(mooncake, role, cold)),
+        as_argument(kv_transfer_config(mooncake, role, cold, store_tp)),
     ]
     container["env"] = [*_env(endpoint, role), *container.get("env", [])]
     if role == "prefill":

@@ -14,6 +14,7 @@ from components.spec.base import is_dns_1035_label
 from components.spec.endpoint import Endpoint
 from components.spec.errors import Problem, did_you_mean, dotted
 from components.spec.region import NodeGroup, Region
+from components.spec.roles import SPLIT_ROLES
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,15 @@ class Placement:
     endpoint: str
     region: str
     node_group: str | None
+    """The group the endpoint's own fields place it on; for a split endpoint whose roles both name
+    a group of their own, the prefill role's."""
     image: str
+    role_groups: tuple[tuple[str, str | None], ...] = ()
+    """Each role of a split endpoint with its node group (``mooncake.roles``), prefill first."""
+
+    def group_of(self, role: str) -> str | None:
+        """The node group ``role``'s pods run on."""
+        return dict(self.role_groups).get(role, self.node_group)
 
 
 def check_region_name(name: str, known_regions: frozenset[str]) -> list[Problem]:
@@ -270,18 +279,18 @@ def place_endpoint(
             )
     placements = []
     for region_name in (region for region in targets if region in regions):
-        group_name, group_problems = _place_in_region(name, endpoint, region_name, regions[region_name], catalog)
-        problems += group_problems
-        if not group_problems:
-            placements.append(Placement(name, region_name, group_name, endpoint.image_for(region_name)))
+        placement, region_problems = _place_in_region(name, endpoint, region_name, regions[region_name], catalog)
+        problems += region_problems
+        if placement is not None:
+            placements.append(placement)
     return placements, problems
 
 
 def _place_in_region(
     name: str, endpoint: Endpoint, region_name: str, region: Region, catalog: InstanceCatalog
-) -> tuple[str | None, list[Problem]]:
+) -> tuple[Placement | None, list[Problem]]:
+    """The endpoint's node group in the region, and each split role's (``mooncake.roles``)."""
     path: list[str | int] = ["endpoints", name]
-    rdma = endpoint.transfer_protocol == "rdma"
     store = endpoint.mooncake.store if endpoint.mooncake is not None else None
     problems = []
     if store is not None and store.cold_tier_enabled and not region.cold_tier.enabled:
@@ -291,18 +300,85 @@ def _place_in_region(
                 f"needs the cold tier of {region_name}: set regions.{region_name}.cold_tier.enabled to true",
             )
         )
+    image = endpoint.image_for(region_name)
+    mooncake = endpoint.mooncake
+    if mooncake is None or not mooncake.split:
+        group_name, group_problems = _place_shape(path, {}, endpoint, region_name, region, catalog)
+        problems += group_problems
+        return (None if problems else Placement(name, region_name, group_name, image)), problems
+    role_groups: list[tuple[str, str | None]] = []
+    own_group: list[str | None] = []
+    for role in SPLIT_ROLES:
+        shape = mooncake.roles.shape(role)
+        stated = {key for key in ("gpu_count", "node_group") if shape is not None and getattr(shape, key) is not None}
+        fields: dict[str, list[str | int]] = {key: [*path, "mooncake", "roles", role, key] for key in stated}
+        group_name, group_problems = _place_shape(path, fields, endpoint.role_spec(role), region_name, region, catalog)
+        # A problem of the endpoint's own fields is the same for both roles that inherit them: once.
+        problems += [problem for problem in group_problems if problem not in problems]
+        role_groups.append((role, group_name))
+        if "node_group" not in stated:
+            own_group.append(group_name)
+    if problems:  # a group that is missing or cannot hold the role: where it is is moot
+        return None, problems
+    problems += _zone_pair_problems(path, endpoint, dict(role_groups), region_name, region)
+    if problems:
+        return None, problems
+    node_group = own_group[0] if own_group else role_groups[0][1]
+    return Placement(name, region_name, node_group, image, tuple(role_groups)), problems
+
+
+def _zone_pair_problems(
+    path: list[str | int], endpoint: Endpoint, groups: Mapping[str, str | None], region_name: str, region: Region
+) -> list[Problem]:
+    """Over rdma the decoder reads the prefiller's memory through EFA, whose OS-bypass traffic stays in
+    one subnet, so one zone (https://docs.aws.amazon.com/AWSEC2/latest/UserGuide/efa.html, "EFA
+    limitations"): prefill and decode on different groups must share it."""
+    if endpoint.transfer_protocol != "rdma":
+        return []
+    prefill, decode = groups.get("prefill"), groups.get("decode")
+    if prefill is None or decode is None or prefill == decode:
+        return []
+    zones = {role: region.node_groups[group].availability_zone for role, group in groups.items() if group is not None}
+    if zones["prefill"] == zones["decode"]:
+        return []
+    return [
+        Problem(
+            dotted([*path, "mooncake", "roles", "decode", "node_group"]),
+            f"decode runs on {decode} in {zones['decode']} and prefill on {prefill} in {zones['prefill']}: over rdma "
+            "the decoder pulls KV through EFA, whose traffic does not leave one subnet (one availability zone); "
+            f"put both roles on groups of one zone of {region_name}, or use transfer.protocol tcp",
+        )
+    ]
+
+
+def _place_shape(
+    path: list[str | int],
+    fields: Mapping[str, list[str | int]],
+    endpoint: Endpoint,
+    region_name: str,
+    region: Region,
+    catalog: InstanceCatalog,
+) -> tuple[str | None, list[Problem]]:
+    """The node group of pods shaped by ``endpoint`` (the endpoint's own fields, or one role's view
+    of them); ``fields`` holds the paths of the fields a role states itself, which its problems name."""
+
+    def at(field: str) -> str:
+        return dotted(fields.get(field, [*path, field]))
+
+    rdma = endpoint.transfer_protocol == "rdma"
+    problems: list[Problem] = []
     group_name = endpoint.node_group
     if group_name is None:
         if endpoint.gpu_count == 0:
             return None, problems
-        group_name, problem = _default_group(path, endpoint, region_name, region, catalog)
+        group_name, problem = _default_group(path, endpoint, region_name, region, catalog, at("node_group"))
         if problem is not None:
             return None, [*problems, problem]
     group = region.node_groups.get(group_name)
     if group is None:
         problems.append(
             Problem(
-                dotted([*path, "node_group"]),
+                at("node_group"),
                 f"node group {group_name!r} does not exist in {region_name} (groups there: "
                 f"{', '.join(region.node_groups)}); add it there or remove {region_name} from target_regions",
             )
@@ -315,7 +391,7 @@ def _place_in_region(
     if endpoint.gpu_count > 0 and (facts.accelerator != endpoint.accelerator or facts.accelerators == 0):
         problems.append(
             Problem(
-                dotted([*path, "node_group"]),
+                at("node_group"),
                 f"{group_ref} has no {endpoint.accelerator} accelerators but gpu_count is {endpoint.gpu_count}; "
                 "choose a GPU group or set gpu_count to 0",
             )
@@ -336,12 +412,12 @@ def _place_in_region(
                 f"is {endpoint.capacity_type!r} but {group_ref} is {group.capacity_type!r}; no node would match",
             )
         )
-    problems += _capacity_problems(path, endpoint, group_ref, facts)
+    problems += _capacity_problems(at("gpu_count"), endpoint, group_ref, facts)
     return group_name, problems
 
 
 def _default_group(
-    path: list[str | int], endpoint: Endpoint, region_name: str, region: Region, catalog: InstanceCatalog
+    path: list[str | int], endpoint: Endpoint, region_name: str, region: Region, catalog: InstanceCatalog, at: str
 ) -> tuple[str, Problem | None]:
     rdma = endpoint.transfer_protocol == "rdma"
     candidates = []
@@ -357,17 +433,17 @@ def _default_group(
         return candidates[0], None
     if not candidates:
         return "", Problem(
-            dotted([*path, "node_group"]),
+            at,
             f"{region_name} has no {kind} node group to default to; add one to regions.{region_name}.node_groups",
             follows_from=unknown_groups(region_name, region, catalog),
         )
     return "", Problem(
-        dotted([*path, "node_group"]),
+        at,
         f"is ambiguous in {region_name}: {', '.join(candidates)} are all {kind} groups; set node_group",
     )
 
 
-def _capacity_problems(path: list[str | int], endpoint: Endpoint, group_ref: str, facts: InstanceType) -> list[Problem]:
+def _capacity_problems(at: str, endpoint: Endpoint, group_ref: str, facts: InstanceType) -> list[Problem]:
     """A pod never spans nodes. How many pods the group holds at once, with every other pod of
     the region and the rollout surge, is the schedulability check's (components/schedulability)."""
     per_pod = endpoint.gpu_count
@@ -375,7 +451,7 @@ def _capacity_problems(path: list[str | int], endpoint: Endpoint, group_ref: str
         return []
     return [
         Problem(
-            dotted([*path, "gpu_count"]),
+            at,
             f"{per_pod} GPUs per pod do not fit one node of {group_ref} ({facts.accelerators} per instance)",
         )
     ]

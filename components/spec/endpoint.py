@@ -6,7 +6,7 @@ import re
 from collections.abc import Iterator
 from typing import Annotated, Literal, Self
 
-from pydantic import AfterValidator, BeforeValidator, Field
+from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
 from components.catalog import pins
@@ -31,7 +31,8 @@ from components.spec.engine import EngineCapabilities
 from components.spec.images import HEALTH_PATHS, Framework, ImageRef, framework_from_image, rewrite_for_region
 from components.spec.mooncake import Mooncake, Proxy, Topology
 from components.spec.region import CapacityType
-from components.spec.sizes import ByteSize
+from components.spec.resources import Resources
+from components.spec.roles import SPLIT_ROLES, Roles
 from policy.rules import CREDENTIAL_NAME
 
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
@@ -42,7 +43,6 @@ _MODEL_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:/@+-]{0,255}$")
 # digits, '_', '.' and '-', starting and ending with a letter, digit or '_'; no '--' or '..'.
 _HUB_PART = r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
 _HUB_ID = re.compile(rf"^{_HUB_PART}/{_HUB_PART}$")
-_CPU = re.compile(r"^([1-9][0-9]{0,3}|[0-9]{1,4}\.[0-9]{1,3}|[1-9][0-9]{0,6}m)$")
 MODELS_DIR = "/models"
 """Where model_source is synced when model_path is not given: /models/<last part of the source>."""
 RESERVED_LABEL_PREFIX = "app.kubernetes.io/"
@@ -77,6 +77,36 @@ def _model_name(value: str) -> str:
     return value
 
 
+_ROLES = "mooncake.roles"
+KV_LAYOUT_FLAGS = {
+    "--block-size": "block size",
+    "--kv-cache-dtype": "KV cache dtype",
+    "--dtype": "model dtype (the KV cache's under --kv-cache-dtype auto)",
+}
+"""vLLM flags that set how a KV block is laid out in memory (vllm/config/cache.py, model.py)."""
+
+
+def flag_value(args: tuple[str, ...], flag: str) -> str | None:
+    """The value ``args`` give ``flag`` (``--flag value`` or ``--flag=value``, the last one winning as
+    with argparse; vLLM reads ``_`` in a flag's name as ``-``), None when they give none."""
+    value = None
+    for index, arg in enumerate(args):
+        name = flag_name(arg)
+        if name is None or "--" + name.lstrip("-").replace("_", "-") != flag:
+            continue
+        if "=" in arg:
+            value = arg.split("=", 1)[1]
+        elif index + 1 < len(args):
+            value = args[index + 1]
+    return value
+
+
+def _divisor_near(size: int, other: int) -> int:
+    """The size nearest ``other`` that pairs with ``size`` (one divides the other)."""
+    candidates = [n for n in range(1, max(size, other) * 2 + 1) if max(n, size) % min(n, size) == 0]
+    return min(candidates, key=lambda n: (abs(n - other), n))
+
+
 def credential_flag(arg: str) -> str | None:
     """The flag of ``arg`` (``--api-key`` of ``--api-key=sk-...`` or of ``--api_key``) when it takes a
     credential, else None."""
@@ -105,41 +135,10 @@ def _own_label(key: str) -> str:
     return key
 
 
-def _cpu(value: object) -> str:
-    text = str(value).strip()
-    if (
-        not isinstance(value, int | str)
-        or isinstance(value, bool)
-        or not _CPU.match(text)
-        or float(text.rstrip("m")) == 0
-    ):
-        raise fail("cpu", "must be a positive CPU count such as 8, '1.5' or '500m', got {value!r}", value=value)
-    return text
-
-
 Path = Annotated[str, AfterValidator(_path)]
 S3Uri = Annotated[str, AfterValidator(_s3_uri)]
 ModelName = Annotated[str, AfterValidator(_model_name)]
 UserLabelKey = Annotated[LabelKey, AfterValidator(_own_label)]
-Cpu = Annotated[str, BeforeValidator(_cpu, json_schema_input_type=int | str)]
-
-# Per-pod defaults, sized so a one-GPU pod fits the smallest GPU instances (4 vCPUs, 16 GiB).
-CPU_PER_GPU = 3
-MEMORY_PER_GPU = 12 * 2**30
-CPU_WITHOUT_GPU = 2
-MEMORY_WITHOUT_GPU = 8 * 2**30
-
-
-class Resources(SpecModel):
-    """CPU and memory of each pod; requested and limited alike (with the GPUs: Guaranteed QoS)."""
-
-    cpu: Cpu | None = Field(
-        None, description="CPUs per pod (8, '1.5', '500m'); default 3 per GPU, 2 for a pod without GPUs."
-    )
-    memory: ByteSize | None = Field(
-        None,
-        description="Memory per pod, /dev/shm included (e.g. 96GiB); default 12 GiB per GPU, 8 GiB without GPUs.",
-    )
 
 
 class SecretRef(SpecModel):
@@ -256,13 +255,9 @@ class Endpoint(SpecModel):
             # The proxy program runs on the python3 and aiohttp of the endpoint's vLLM image.
             proxy = mooncake.proxy or Proxy()
             mooncake = mooncake.model_copy(update={"proxy": proxy.model_copy(update={"image": proxy.image or image})})
-        gpus = self.gpu_count
-        resources = self.resources.model_copy(
-            update={
-                "cpu": self.resources.cpu or str(CPU_PER_GPU * gpus if gpus else CPU_WITHOUT_GPU),
-                "memory": self.resources.memory or str(MEMORY_PER_GPU * gpus if gpus else MEMORY_WITHOUT_GPU),
-            }
-        )
+        if mooncake is not None:
+            mooncake = mooncake.model_copy(update={"roles": self._filled_roles(mooncake.roles)})
+        resources = self.resources.filled(self.gpu_count)
         model_path = self.model_path
         if model_path is None and self.model_source is not None:
             model_path = f"{MODELS_DIR}/{self.model_source.rstrip('/').rsplit('/', 1)[-1]}"
@@ -283,6 +278,34 @@ class Endpoint(SpecModel):
                 "model_path": model_path,
             }
         )
+
+    def _filled_roles(self, roles: Roles) -> Roles:
+        """Each role's CPU and memory: its own, else the endpoint's as stated, else the default for the
+        role's GPUs (a role of 8 GPUs on an endpoint of 1 is not sized for one GPU)."""
+        filled: dict[str, object] = {}
+        for role in SPLIT_ROLES:
+            shape = roles.shape(role)
+            if shape is not None:
+                gpus = shape.gpu_count if shape.gpu_count is not None else self.gpu_count
+                resources = shape.resources.filled(gpus, fallback=self.resources)
+                filled[role] = shape.model_copy(update={"resources": resources})
+        return roles.model_copy(update=filled)
+
+    def role_spec(self, role: str) -> Endpoint:
+        """The endpoint as ``role``'s pods run it: the role's gpu_count, node_group, args and
+        resources where it states them (``mooncake.roles``), the endpoint's own otherwise. Every
+        other role (the store server, the proxy) is the endpoint itself."""
+        shape = self.mooncake.roles.shape(role) if self.mooncake is not None else None
+        if shape is None:
+            return self
+        update: dict[str, object] = {"resources": shape.resources}
+        if shape.gpu_count is not None:
+            update["gpu_count"] = shape.gpu_count
+        if shape.node_group is not None:
+            update["node_group"] = shape.node_group
+        if shape.args is not None:
+            update["args"] = shape.args
+        return self.model_copy(update=update)
 
     def _rules(self) -> Iterator[PydanticCustomError]:
         for name in self.env:
@@ -329,6 +352,7 @@ class Endpoint(SpecModel):
             # The server is known (its framework settled), so what it is told to serve and run can be checked.
             yield from self._model_rules()
             yield from self._args_rules()
+            yield from self._role_args_rules()
 
     def _mooncake_rules(self, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
         if self.framework != "vllm":
@@ -350,7 +374,11 @@ class Endpoint(SpecModel):
             yield fail("mooncake_autoscaling", "is for classic endpoints; use mooncake.autoscaling", at="autoscaling")
         if self.canary is not None:
             yield from self._mooncake_canary_rules(self.canary, mooncake)
-        yield from self._page_entry_rules(mooncake)
+        # The pod with the most ranks registers the most pages.
+        ranks, role = max((self.tensor_parallel_size(role), role) for role in self._vllm_roles(mooncake))
+        yield from self._page_entry_rules(mooncake, ranks, role if mooncake.split else None)
+        if mooncake.split:
+            yield from self._kv_pair_rules(mooncake)
 
     def _mooncake_canary_rules(self, canary: Canary, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
         """A Mooncake endpoint's canary is a whole second set (docs/mooncake-canary.md), sized by a
@@ -475,10 +503,79 @@ class Endpoint(SpecModel):
             fix=fix,
         )
 
-    def _page_entry_rules(self, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
+    def _role_args_rules(self) -> Iterator[PydanticCustomError]:
+        """A role's own args, held to the same rules as the endpoint's, each problem at the role's field."""
+        for role in SPLIT_ROLES:
+            shape = self.mooncake.roles.shape(role) if self.mooncake is not None else None
+            if shape is None or shape.args is None:
+                continue
+            for problem in self.role_spec(role)._args_rules():
+                at = str((problem.context or {}).get("at", ""))
+                if at.startswith("args"):  # env is the endpoint's, checked once with its own args
+                    yield PydanticCustomError(problem.type, problem.message_template, {"at": f"{_ROLES}.{role}.{at}"})
+
+    def tensor_parallel_size(self, role: str) -> int:
+        """The tensor parallelism ``role``'s server runs: one rank per GPU of its pod."""
+        return max(self.role_spec(role).gpu_count, 1)
+
+    def _kv_pair_rules(self, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
+        """Prefill and decode must lay KV out alike for the decoder to read what the prefiller wrote.
+
+        The model is the endpoint's (one per endpoint). The pinned vLLM's MooncakeConnector
+        (vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py) compares the
+        two sides' registered KV regions byte for byte (``_validate_asymmetric_region_lengths``), so
+        block size and KV dtype must be equal, and pairs different tensor-parallel sizes only when one
+        divides the other (``_get_tp_ratio`` asserts it: a rank of the larger side maps into exactly one
+        rank of the smaller)."""
+        prefill, decode = self.role_spec("prefill"), self.role_spec("decode")
+        for flag, what in KV_LAYOUT_FLAGS.items():
+            values = (flag_value(prefill.args, flag), flag_value(decode.args, flag))
+            if values[0] != values[1]:
+                shown = [value if value is not None else "unset (vLLM's default)" for value in values]
+                yield fail(
+                    "kv_layout_mismatch",
+                    "prefill has {flag} {prefill} and decode {decode}: the decoder reads the prefiller's KV blocks "
+                    "byte for byte, so their {what} must be equal (the pinned vLLM's MooncakeConnector refuses "
+                    "regions of different lengths, vllm/distributed/kv_transfer/kv_connector/v1/mooncake/"
+                    "mooncake_connector.py); set {flag} alike in both roles' args",
+                    at=self._role_field(mooncake, "args"),
+                    flag=flag,
+                    prefill=shown[0],
+                    decode=shown[1],
+                    what=what,
+                )
+        sizes = (self.tensor_parallel_size("prefill"), self.tensor_parallel_size("decode"))
+        if max(sizes) % min(sizes):
+            yield fail(
+                "kv_tp_pair",
+                "prefill runs tensor parallelism {prefill} and decode {decode}; the pinned vLLM's ({release}) "
+                "MooncakeConnector pairs different sizes only when one divides the other (_get_tp_ratio in "
+                "vllm/distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py asserts it: each rank "
+                "of the larger side holds a share of exactly one rank of the smaller); choose gpu_counts such as "
+                "{suggestion}",
+                at=self._role_field(mooncake, "gpu_count"),
+                prefill=sizes[0],
+                decode=sizes[1],
+                release=pins().vllm.release,
+                suggestion=f"{sizes[0]} and {_divisor_near(sizes[0], sizes[1])}",
+            )
+
+    def _role_field(self, mooncake: Mooncake, field: str) -> str:
+        """Where a pair rule points: the decode role's ``field`` where a role states it (decode first),
+        else the endpoint's own."""
+        for role in ("decode", "prefill"):
+            shape = mooncake.roles.shape(role)
+            if shape is not None and getattr(shape, field) is not None:
+                return f"{_ROLES}.{role}.{field}"
+        return field
+
+    @staticmethod
+    def _vllm_roles(mooncake: Mooncake) -> tuple[str, ...]:
+        return SPLIT_ROLES if mooncake.split else ("server",)
+
+    def _page_entry_rules(self, mooncake: Mooncake, ranks: int, role: str | None) -> Iterator[PydanticCustomError]:
         """Every rank registers its store segment and buffer on every EFA device of the node, in
         2 MiB pages (docs/efa.md): together they must fit one device's page entries."""
-        ranks = max(self.gpu_count, 1)
         pages = mooncake.store_hugepage_bytes(ranks) // HUGEPAGE_2MI_BYTES
         if pages <= EFA_PAGE_ENTRY_BUDGET:
             return
@@ -487,11 +584,12 @@ class Endpoint(SpecModel):
         assert store.local_buffer_size is not None
         yield fail(
             "efa_page_entries",
-            "{ranks} ranks x ({segment} MiB segment + {buffer} MiB buffer) registers {pages} pages of 2 MiB on "
-            "each EFA device, past the {budget} page entries one device holds (Mooncake's budget, docs/efa.md); "
+            "{ranks} ranks{pod} x ({segment} MiB segment + {buffer} MiB buffer) registers {pages} pages of 2 MiB "
+            "on each EFA device, past the {budget} page entries one device holds (Mooncake's budget, docs/efa.md); "
             "lower store.global_segment_size or store.local_buffer_size",
             at="mooncake.store",
             ranks=ranks,
+            pod=f" (a {role} pod's)" if role is not None else "",
             segment=int(store.global_segment_size) // 2**20,
             buffer=int(store.local_buffer_size) // 2**20,
             pages=pages,

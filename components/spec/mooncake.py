@@ -13,6 +13,7 @@ from components.scheduling import HUGEPAGE_2MI_BYTES
 from components.spec.autoscaling import RoleAutoscaling
 from components.spec.base import NonEmptyStr, ObjectName, Port, SpecModel, fail
 from components.spec.images import ImageRef
+from components.spec.roles import Roles
 from components.spec.sizes import ByteSize
 
 Mode = Literal["disaggregated", "store", "both"]
@@ -97,6 +98,11 @@ class Mooncake(SpecModel):
     autoscaling: MooncakeAutoscaling = Field(
         default_factory=MooncakeAutoscaling, description="Per-role autoscaling of split modes."
     )
+    roles: Roles = Field(
+        default_factory=Roles,
+        description="A shape per role of split modes (GPUs, node group, args, resources); the endpoint's fields "
+        "where a role states none.",
+    )
 
     @property
     def split(self) -> bool:
@@ -133,6 +139,13 @@ class Mooncake(SpecModel):
             )
         if not self.split and self.topology is not None:
             yield fail("topology_unused", "is not used by mode 'store'; remove it", at="topology")
+        if not self.split and (self.roles.prefill is not None or self.roles.decode is not None):
+            yield fail(
+                "roles_unused",
+                "shapes prefill and decode, which only 'disaggregated' and 'both' run; remove it (mode 'store' "
+                "runs one server, shaped by the endpoint's fields)",
+                at="roles",
+            )
         if not self.split and self.proxy is not None:
             yield fail("proxy_unused", "is only used by 'disaggregated' and 'both'; remove it", at="proxy")
         if self.autoscaling.enabled and not self.split:

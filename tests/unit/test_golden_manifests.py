@@ -103,6 +103,19 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
 TCP = {"transfer": {"protocol": "tcp"}}
 SPLIT = {"topology": {"prefill": 2, "decode": 1}}
 COLD_REGION = {"cold_tier": {"enabled": True}}
+P4D_REGION = {
+    "node_groups": {
+        "p4d": {
+            "instance_types": ["p4d.24xlarge"],
+            "min_size": 0,
+            "max_size": 2,
+            "desired_size": 1,
+            "efa": True,
+            "availability_zone": "us-east-1a",
+            "hugepages_2mi": "37GiB",
+        }
+    }
+}
 BUCKET = "inference-fleet-test-kv-123456789012-us-east-1"
 
 
@@ -159,6 +172,27 @@ MOONCAKE_CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
             }
         ),
         None,
+    ),
+    # A role pair with different shapes: prefill a whole p5 (TP 8), decode 4 GPUs of a p4d (TP 4; with
+    # all its EFA devices) in the same zone, each with its own args and memory; the store shards by
+    # their common multiple.
+    "both-rdma-role-shapes": (
+        on_p5(
+            {
+                "mode": "both",
+                "topology": {"prefill": 1, "decode": 2},
+                "roles": {
+                    "prefill": {"args": ["--max-num-batched-tokens", "16384"]},
+                    "decode": {
+                        "node_group": "p4d",
+                        "gpu_count": 4,
+                        "args": ["--max-num-seqs", "256"],
+                        "resources": {"cpu": 40, "memory": "400GiB"},
+                    },
+                },
+            }
+        ),
+        P4D_REGION,
     ),
     "both-tcp-stopped": (
         on_gpu({"mode": "both", "topology": {"prefill": 1, "decode": 1}}, desired_state="stopped"),

@@ -169,3 +169,17 @@ def test_only_the_prompt_computing_roles_run_the_object_tier() -> None:
         for role in ROLES[mode]:
             text = as_argument(kv_transfer_config(mooncake(mode, "tcp"), role, COLD))
             assert ("OffloadingConnector" in text) is writes_cold_tier(role), (mode, role)
+
+
+@pytest.mark.parametrize(
+    ("protocol", "role", "cold"), itertools.product(("rdma", "tcp"), ("prefill", "decode"), (None, COLD))
+)
+def test_a_store_sharded_for_roles_of_different_tensor_parallelism_is_accepted(
+    protocol: str, role: MooncakeRole, cold: ColdTierTarget | None
+) -> None:
+    """mooncake.roles with different gpu_counts in mode both: the store child carries store_tp_size."""
+    config = kv_transfer_config(mooncake("both", protocol), role, cold, store_tp_size=8)
+    children = config["kv_connector_extra_config"]["connectors"]
+    (store,) = [child for child in children if child["kv_connector"] == "MooncakeStoreConnector"]
+    assert store["kv_connector_extra_config"] == {"store_tp_size": 8}
+    assert problems(json.loads(as_argument(config))) == []
