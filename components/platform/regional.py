@@ -15,6 +15,7 @@ from components.platform.cluster import EksCluster, EksClusterArgs
 from components.platform.cold_tier import ColdTier, ColdTierArgs
 from components.platform.identity import KvEndpoint, WorkloadIdentity, WorkloadIdentityArgs
 from components.platform.load_balancer import LoadBalancerController, LoadBalancerControllerArgs
+from components.platform.metrics import MetricsPipeline, MetricsPipelineArgs
 from components.platform.network import Network, NetworkArgs
 from components.platform.node_groups import EfaNodeGroup, GpuNodeGroup, NodeGroupArgs
 from components.spec.region import Region
@@ -35,7 +36,7 @@ class RegionalPlatformArgs:
 
 class RegionalPlatform(pulumi.ComponentResource):
     """Network, EKS cluster, node groups, add-ons, Cluster Autoscaler, load balancer controller,
-    cold tier and workload identity of one region. Create it with
+    metrics pipeline, cold tier and workload identity of one region. Create it with
     ``providers={"aws": <the region's provider>}``: every AWS child inherits that provider."""
 
     cluster: EksCluster
@@ -45,7 +46,8 @@ class RegionalPlatform(pulumi.ComponentResource):
     workload_role_arn: pulumi.Output[str]
     workload_dependencies: list[pulumi.Resource]
     """What pods need first: node groups, device plugins, Cluster Autoscaler (a group may start at
-    zero nodes) and the load balancer controller, whose webhooks see every Service and pod."""
+    zero nodes), the load balancer controller, whose webhooks see every Service and pod, and the
+    metrics pipeline, whose CRDs the endpoints' ScaledObjects are."""
 
     def __init__(self, name: str, args: RegionalPlatformArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:platform:RegionalPlatform", name, None, opts)
@@ -127,6 +129,18 @@ class RegionalPlatform(pulumi.ComponentResource):
             child,
         )
 
+        pipeline: list[pulumi.Resource] = []
+        if spec.metrics.enabled:
+            pipeline.append(
+                MetricsPipeline(
+                    naming.platform_name(region, "metrics"),
+                    MetricsPipelineArgs(
+                        region=region, settings=spec.metrics, kubernetes=self.kubernetes, addons=addons
+                    ),
+                    child,
+                )
+            )
+
         self.cold_tier = None
         if spec.cold_tier.enabled:
             self.cold_tier = ColdTier(
@@ -147,7 +161,7 @@ class RegionalPlatform(pulumi.ComponentResource):
             child,
         )
         self.workload_role_arn = identity.role_arn
-        self.workload_dependencies = [*groups.values(), addons, autoscaler, lb_controller, identity]
+        self.workload_dependencies = [*groups.values(), addons, autoscaler, lb_controller, identity, *pipeline]
         self.register_outputs(
             {
                 "cluster_name": self.cluster.cluster_name,

@@ -1,6 +1,7 @@
 """The platform's own pods in a region: the DaemonSets every node runs (EKS add-ons, and the
 device plugins that make a node advertise its GPUs and EFA devices) and the Deployments
-that need an untainted node (CoreDNS, the load balancer controller, the cluster autoscaler). Device plugins are
+that need an untainted node (CoreDNS, the load balancer controller, the cluster autoscaler, and
+where the region's metrics pipeline runs, KEDA). Device plugins are
 rendered from the chart defaults recorded in config/platform_pods.yaml merged with the
 values we pass, as Helm merges them, so a value we change is a value the check sees."""
 
@@ -15,6 +16,9 @@ from components.catalog import CONFIG_DIR, _read
 from components.platform.addons import efa_plugin_values, nvidia_plugin_values
 from components.platform.autoscaler import NAMESPACE as AUTOSCALER_NAMESPACE
 from components.platform.autoscaler import autoscaler_values
+from components.platform.keda import COMPONENTS as KEDA_COMPONENTS
+from components.platform.keda import NAMESPACE as KEDA_NAMESPACE
+from components.platform.keda import keda_values
 from components.platform.load_balancer import NAMESPACE as CONTROLLER_NAMESPACE
 from components.platform.load_balancer import controller_values
 from components.schedulability.nodes import Node
@@ -145,6 +149,27 @@ def platform_workloads(region_name: str, region: Region) -> list[Workload]:
         pod = {key: values[key] for key in ("nodeSelector", "affinity", "tolerations") if values.get(key)}
         requests = (values.get("resources") or {}).get("requests") or {}
         found.append(_deployment(name, namespace, pod, requests, int(values["replicaCount"])))
+    if region.metrics.enabled:
+        found += keda_deployments()
+    return found
+
+
+def keda_deployments() -> list[Workload]:
+    """KEDA's three Deployments as its templates render them: each component's selector,
+    tolerations and affinity, else the top-level ones, and always ``kubernetes.io/os: linux``."""
+    chart = facts()["charts"]["keda"]
+    values = helm_merge(chart["defaults"], keda_values())
+    found = []
+    for name, (key, resources_key) in KEDA_COMPONENTS.items():
+        component = values[key]
+        pod: dict[str, Any] = {
+            "nodeSelector": {**chart["template_node_selector"], **(component["nodeSelector"] or values["nodeSelector"])}
+        }
+        for field in ("tolerations", "affinity"):
+            if component[field] or values[field]:
+                pod[field] = component[field] or values[field]
+        requests = values["resources"][resources_key]["requests"]
+        found.append(_deployment(name, KEDA_NAMESPACE, pod, requests, int(component["replicaCount"])))
     return found
 
 

@@ -14,6 +14,7 @@ from components import naming
 from components.catalog import pins
 from components.scheduling import HUGEPAGE_2MI_BYTES, LIBFABRIC_HUGEPAGES_2MI_BYTES
 from components.spec.base import DnsLabel, SpecModel, fail, items
+from components.spec.metrics import Metrics
 from components.spec.sizes import ByteSize
 
 CapacityType = Literal["on-demand", "spot", "capacity-block"]
@@ -330,3 +331,6 @@ class Region(SpecModel):
     )
     cold_tier: ColdTier = Field(default_factory=ColdTier, description="The region's KV cold-tier bucket.")
     ingress: Ingress = Field(default_factory=Ingress, description="The shared ALB every endpoint route uses.")
+    metrics: Metrics = Field(
+        default_factory=Metrics, description="The region's metrics pipeline, which autoscalers and dashboards read."
+    )

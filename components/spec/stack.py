@@ -23,6 +23,7 @@ from components.spec.checks import (
 from components.spec.endpoint import Endpoint
 from components.spec.errors import Problem, SpecError, dotted, problems_from, root_causes
 from components.spec.front import GlobalFront, check_front
+from components.spec.metrics import needs_pipeline
 from components.spec.region import Region
 
 NAMESPACE = "inference-fleet"
@@ -111,9 +112,25 @@ def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> S
         problems += check_front(front, regions, targets)
     if problems:
         raise SpecError(sorted(set(root_causes(problems))))
+    regions = _resolve_metrics(regions, endpoints, placements)
     return StackSpec(
         regions=regions, endpoints=endpoints, placements=tuple(placements), global_front=front or GlobalFront()
     )
+
+
+def _resolve_metrics(
+    regions: dict[str, Region], endpoints: Mapping[str, Endpoint], placements: list[Placement]
+) -> dict[str, Region]:
+    """Each region's ``metrics.enabled`` as given, else on exactly when an endpoint placed there
+    autoscales on a metric only the pipeline serves (components/spec/metrics.py)."""
+    resolved = {}
+    for name, region in regions.items():
+        enabled = region.metrics.enabled
+        if enabled is None:
+            enabled = any(needs_pipeline(endpoints[p.endpoint]) for p in placements if p.region == name)
+            region = region.model_copy(update={"metrics": region.metrics.model_copy(update={"enabled": enabled})})
+        resolved[name] = region
+    return resolved
 
 
 def _parse_front(raw: Any, problems: list[Problem]) -> GlobalFront | None:

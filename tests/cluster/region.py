@@ -407,7 +407,10 @@ def run_region(kube: Kube, region_name: str, region: Region, *stages: Sequence[M
                 run.advertised.setdefault(node_name, {})[daemon_set.resource] = supply
     for node_name, extra in run.advertised.items():
         kube.patch_status(node_manifest(by_name[node_name]), node_status({**by_name[node_name].allocatable, **extra}))
-    platform = [platform_deployment_manifest(workload) for workload in platform_workloads(region_name, region)]
+    deployments = platform_workloads(region_name, region)
+    for namespace in sorted({workload.namespace for workload in deployments} - SYSTEM_NAMESPACES):
+        kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, PLATFORM_MANAGER)
+    platform = [platform_deployment_manifest(workload) for workload in deployments]
     for manifest in platform:
         kube.apply(manifest, PLATFORM_MANAGER)
     for manifests in stages:

@@ -51,6 +51,9 @@ def edited_with_fleetctl(tmp_path: Path, stack: str, *argv: str) -> Path:
     return copy
 
 
+PIPELINE = "inference-fleet:platform:MetricsPipeline"
+
+
 def planned_edit(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str], stack: str, *argv: str
 ) -> list[dict[str, Any]]:
@@ -153,8 +156,19 @@ def test_removing_an_endpoint_deletes_all_of_its_objects_and_nothing_else(
 ) -> None:
     entries = planned_edit(base_plans, tmp_path, capsys, "prod", "endpoint", "remove", "summarize")
     assert {entry["action"] for entry in entries} == {"delete"}
-    assert {entry["name"].split("-summarize")[0] for entry in entries} == set(PROD_REGIONS)
-    assert len(entries) == 2 * 9  # per region: the component and its eight objects
+    endpoint = [entry for entry in entries if "-summarize" in entry["name"]]
+    assert {entry["name"].split("-summarize")[0] for entry in endpoint} == set(PROD_REGIONS)
+    assert len(endpoint) == 2 * 9  # per region: the component and its eight objects
+    # summarize was the only endpoint of prod autoscaling on a metric the pipeline serves (gpu), so
+    # each region's metrics pipeline, on by default only while an endpoint needs it, goes too.
+    pipelines = [entry for entry in entries if entry not in endpoint]
+    assert {entry["name"] for entry in pipelines if entry["type"] == PIPELINE} == {
+        f"{region}-metrics" for region in PROD_REGIONS
+    }
+    assert all(any(entry["name"].startswith(f"{region}-") for region in PROD_REGIONS) for entry in pipelines)
+    assert {entry["name"] for entry in pipelines if entry["type"].startswith("kubernetes:helm")} == {
+        f"{region}-keda" for region in PROD_REGIONS
+    }
 
 
 def test_a_topology_edit_changes_only_the_role_counts(

@@ -10,6 +10,7 @@ import kubernetes_validate
 import pytest
 from ruamel.yaml import YAML
 
+from components import naming
 from components.catalog import pins
 from components.spec.engine import EndpointRecord
 from fleetctl.plan import Plan, manifest_files
@@ -115,7 +116,11 @@ def test_workloads_wait_for_their_namespace_the_nodes_and_the_load_balancer_cont
 
 
 def test_namespaces_are_created_once_per_region_and_kept_on_delete() -> None:
-    namespaces = by_type(example_plan("prod"), "kubernetes:core/v1:Namespace")
+    namespaces = [
+        namespace
+        for namespace in by_type(example_plan("prod"), "kubernetes:core/v1:Namespace")
+        if namespace["inputs"]["metadata"]["name"] != naming.METRICS_NAMESPACE
+    ]
     assert sorted(namespace["name"] for namespace in namespaces) == ["eu-west-1-inference", "us-east-1-inference"]
     assert all(namespace["options"].get("retainOnDelete") for namespace in namespaces)
 

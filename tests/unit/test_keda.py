@@ -7,9 +7,19 @@ import re
 
 import kubernetes_validate
 
+from components import naming
 from components.catalog import CONFIG_DIR, chart_crds, pins
+from components.platform.keda import COMPONENTS, METRICS_PORT, keda_values
+from components.schedulability.platform_pods import facts as platform_facts
+from components.schedulability.platform_pods import platform_workloads
+from components.schedulability.quantities import amounts
+from components.spec import parse_stack_config
+from tests.chart_values import chart_defaults, unknown_paths
+
+from .stack_builders import REGION, stack_config
 
 CLUSTER_VERSION = "1.34"
+COMPONENT_KEYS = {"operator", "metricsServer", "webhooks"}
 
 LEFT_OUT_HEAD = (
     "    {{- if (or .Values.crds.additionalAnnotations .Values.additionalAnnotations) }}\n"
@@ -88,3 +98,52 @@ def test_the_scaledobject_schema_has_what_the_scalers_render() -> None:
     spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
     assert {"scaleTargetRef", "minReplicaCount", "maxReplicaCount", "triggers"} <= set(spec["properties"])
     assert set(spec["required"]) == {"scaleTargetRef", "triggers"}
+
+
+# Values and the pods they make.
+
+
+def test_values_set_only_keys_the_pinned_charts_values_declare() -> None:
+    assert list(unknown_paths(keda_values(), chart_defaults("keda-2.20.2-values.yaml"))) == []
+
+
+def test_the_release_renders_no_crds_and_serves_each_components_metrics() -> None:
+    values = keda_values()
+    assert values["crds"] == {"install": False}
+    assert {component: settings["enabled"] for component, settings in values["prometheus"].items()} == {
+        "operator": True,
+        "metricServer": True,
+        "webhooks": True,
+    }
+    defaults = chart_defaults("keda-2.20.2-values.yaml")["prometheus"]
+    assert {settings["port"] for settings in defaults.values()} == {METRICS_PORT}
+
+
+def test_the_recorded_scheduling_facts_are_the_charts_defaults() -> None:
+    """config/platform_pods.yaml charts.keda against the chart's values.yaml."""
+    chart = chart_defaults("keda-2.20.2-values.yaml")
+    recorded = platform_facts()["charts"]["keda"]
+    assert recorded["version"] == pins().charts.keda.version
+    for key, value in recorded["defaults"].items():
+        if key == "resources":
+            for component, resources in value.items():
+                assert resources["requests"] == chart["resources"][component]["requests"]
+        elif isinstance(value, dict) and key in COMPONENT_KEYS:
+            for field, default in value.items():
+                assert chart[key][field] == default, (key, field)
+        else:
+            assert chart[key] == value, key
+    assert {key for key, _ in COMPONENTS.values()} == COMPONENT_KEYS
+
+
+def test_keda_runs_three_deployments_on_system_nodes_only_where_the_pipeline_runs() -> None:
+    on = parse_stack_config(stack_config(region_overrides={"metrics": {"enabled": True}})).regions[REGION]
+    found = {w.name: w for w in platform_workloads(REGION, on) if w.namespace == naming.METRICS_NAMESPACE}
+    assert sorted(found) == sorted(COMPONENTS)
+    for workload in found.values():
+        assert workload.replicas == 1
+        assert workload.requests == amounts({"cpu": "100m", "memory": "100Mi"})
+        assert workload.pod["nodeSelector"] == {"kubernetes.io/os": "linux", "inference-fleet/accelerator": "none"}
+        assert workload.pod["tolerations"] == [{"key": "CriticalAddonsOnly", "operator": "Exists"}]
+    off = parse_stack_config(stack_config()).regions[REGION]
+    assert not [w for w in platform_workloads(REGION, off) if w.namespace == naming.METRICS_NAMESPACE]

@@ -1,0 +1,61 @@
+"""KEDA (Helm, pinned), the metrics pipeline's scaling layer: its operator turns ScaledObjects into
+HorizontalPodAutoscalers it feeds through its external metrics API server, and scales a workload
+between zero and one replica itself (docs/metrics.md). Installed with its CRDs applied by the program.
+
+Facts are from kedacore/charts at tag v2.20.2 (config/pins.yaml charts.keda): keda/values.yaml and
+keda/templates/{manager,metrics-server,webhooks}/deployment.yaml, which give each of the three
+Deployments ``kubernetes.io/os: linux`` plus ``<component>.nodeSelector`` (else the top-level
+``nodeSelector``), and ``<component>.tolerations`` (else the top-level ``tolerations``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import naming, scheduling
+from components.catalog import chart_crds, pins
+
+NAMESPACE = naming.METRICS_NAMESPACE
+PATCH_FORCE = "pulumi.com/patchForce"
+METRICS_PORT = 8080
+"""``prometheus.{operator,metricServer,webhooks}.port``: each component's /metrics, as a port named ``metrics``."""
+
+COMPONENTS = {
+    # Deployment name -> (the values key of its replicas, selector and tolerations; of its resources).
+    "keda-operator": ("operator", "operator"),
+    "keda-operator-metrics-apiserver": ("metricsServer", "metricServer"),
+    "keda-admission-webhooks": ("webhooks", "webhooks"),
+}
+
+
+def keda_crds() -> list[dict[str, Any]]:
+    """The pinned chart's CustomResourceDefinitions (config/pins.yaml charts.keda.crds), applied by
+    us: the release renders none (crds.install false), so deleting or upgrading it never touches
+    them. Labelled with the chart version; ``pulumi.com/patchForce`` takes over fields a Helm
+    install of KEDA may already own (as the load balancer controller's CRDs do)."""
+    chart = pins().charts.keda
+    crds = chart_crds(chart)
+    for crd in crds:
+        metadata = crd["metadata"]
+        metadata["labels"] = {
+            **metadata.get("labels", {}),
+            **naming.fleet_labels(),
+            "app.kubernetes.io/version": chart.version,
+        }
+        metadata["annotations"] = {**metadata.get("annotations", {}), PATCH_FORCE: "true"}
+    return crds
+
+
+def keda_values() -> dict[str, Any]:
+    """Values of the pinned chart: its CRDs left to us, its three Deployments on system nodes, and
+    each component's own metrics served for the region's Prometheus to scrape."""
+    return {
+        "crds": {"install": False},
+        "nodeSelector": {scheduling.ACCELERATOR_LABEL: "none"},
+        "tolerations": [{"key": "CriticalAddonsOnly", "operator": "Exists"}],
+        "prometheus": {
+            "operator": {"enabled": True},
+            "metricServer": {"enabled": True},
+            "webhooks": {"enabled": True},
+        },
+    }

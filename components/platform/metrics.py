@@ -1,0 +1,62 @@
+"""The region's metrics pipeline (docs/metrics.md): its namespace, KEDA and its CRDs. Created only
+where ``regions.<r>.metrics.enabled`` (resolved by components/spec/stack.py) is true."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import naming
+from components.catalog import pins
+from components.platform.addons import helm_release
+from components.platform.keda import NAMESPACE, keda_crds, keda_values
+from components.spec.metrics import Metrics
+
+
+@dataclass(frozen=True)
+class MetricsPipelineArgs:
+    region: str
+    settings: Metrics
+    kubernetes: k8s.Provider
+    addons: pulumi.Resource
+    """The node add-ons (CoreDNS) and device plugins: the pipeline's pods need nodes first."""
+
+
+class MetricsPipeline(pulumi.ComponentResource):
+    """Everything the region's autoscalers and dashboards read, in ``METRICS_NAMESPACE``."""
+
+    crds: list[k8s.apiextensions.v1.CustomResourceDefinition]
+
+    def __init__(self, name: str, args: MetricsPipelineArgs, opts: pulumi.ResourceOptions | None = None) -> None:
+        super().__init__("inference-fleet:platform:MetricsPipeline", name, None, opts)
+        region = args.region
+        in_cluster = pulumi.ResourceOptions(parent=self, provider=args.kubernetes)
+        namespace = k8s.core.v1.Namespace(
+            naming.platform_name(region, "metrics"),
+            metadata={"name": NAMESPACE, "labels": naming.fleet_labels()},
+            opts=in_cluster,
+        )
+        # Deleting a CRD deletes every object of its kind (each endpoint's ScaledObjects), so a
+        # CRD that leaves the stack stays in the cluster, as Helm leaves its CRDs.
+        crd_opts = pulumi.ResourceOptions(parent=self, provider=args.kubernetes, retain_on_delete=True)
+        self.crds = [
+            k8s.apiextensions.v1.CustomResourceDefinition(
+                naming.platform_name(region, "keda", crd["metadata"]["name"]),
+                metadata=crd["metadata"],
+                spec=crd["spec"],
+                opts=crd_opts,
+            )
+            for crd in keda_crds()
+        ]
+        self.keda = helm_release(
+            naming.platform_name(region, "keda"),
+            pins().charts.keda,
+            keda_values(),
+            NAMESPACE,
+            pulumi.ResourceOptions(
+                parent=self, provider=args.kubernetes, depends_on=[namespace, args.addons, *self.crds]
+            ),
+        )
+        self.register_outputs({})
