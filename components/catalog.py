@@ -129,6 +129,7 @@ class ChartPins(_Data):
     aws_load_balancer_controller: Chart
     cluster_autoscaler: ClusterAutoscalerChart
     keda: Chart
+    lws: Chart
 
 
 class Pins(_Data):
