@@ -230,8 +230,10 @@ class Registration:
 
 
 class RecordingMonitor(mocks.MockMonitor):
-    def __init__(self, fleet_mocks: mocks.Mocks) -> None:
+    def __init__(self, fleet_mocks: mocks.Mocks, *, record_everything: bool = False) -> None:
         super().__init__(fleet_mocks)
+        self._record_everything = record_everything
+        """Record source positions too (the plain path of fleetctl/plan.py ``run_program``)."""
         self.registrations: list[Registration] = []
         self.stack_outputs: dict[str, Any] = {}
         self._stack_urn = ""
@@ -306,6 +308,13 @@ class RecordingMonitor(mocks.MockMonitor):
             self._answer_ingress(response, region)
         if request.type == MANAGED_NODE_GROUP_TYPE:
             self._answer_node_group(request, response)
+        # Where in the program the resource was declared (the SDK's stack trace of every registration:
+        # pulumi/runtime/resource.py _get_stack_trace) is no part of a plan (fleetctl/plan.py
+        # _resource_entry reads none of it): left out of the record. The SDK is done with the request.
+        if not self._record_everything:
+            request.ClearField("sourcePosition")
+            request.ClearField("stackTrace")
+            request.ClearField("parentStackTraceHandle")
         self.registrations.append(
             Registration(
                 urn=response.urn,

@@ -149,14 +149,13 @@ def _program_path() -> Iterator[None]:
             sys.path.remove(root)
 
 
-def run_program(
-    stack_file: StackFile, program: Path = PROGRAM, project: str = PROJECT, *, wait_first: bool = True
-) -> Plan:
+def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = PROJECT, *, plain: bool = False) -> Plan:
     """Run ``program`` in-process with the stack's config and return what it registered.
 
-    ``wait_first=False`` leaves the waiting for the program's Outputs to the SDK alone: the plain
-    path, slower on large stacks, kept so a test can hold both to the same plan."""
-    monitor = RecordingMonitor(FleetMocks())
+    ``plain=True`` takes the plain path, slower on large stacks, kept so a test can hold both to the
+    same plan: the waiting for the program's Outputs is left to the SDK alone, and the recording
+    keeps every field of each request."""
+    monitor = RecordingMonitor(FleetMocks(), record_everything=plain)
     settings.configure(
         mocks.MockSettings(  # type: ignore[no-untyped-call]
             monitor=monitor,
@@ -174,7 +173,7 @@ def run_program(
 
     async def program_main() -> None:
         runpy.run_path(str(program), run_name="__main__")
-        if wait_first:
+        if not plain:
             await _outputs_settled()
 
     loop = asyncio.new_event_loop()

@@ -1,7 +1,8 @@
-"""The fast paths of ``fleetctl plan`` (fleetctl/plan.py ``_outputs_settled``, the remembered validation of
-components/validation.py) give the plan of the plain path byte for byte: the same plan.json and manifests.
-Held on the example stacks and a generated stack of every endpoint mode in two regions, so any resource
-another change adds is compared too, with no golden file to regenerate."""
+"""The fast paths of ``fleetctl plan`` give the plan of the plain path byte for byte, the same plan.json and
+manifests: fleetctl/plan.py ``_outputs_settled``, the remembered validation of components/validation.py, and
+the recording that leaves source positions out (fleetctl/mocks.py). Held on the example stacks and a generated
+stack of every endpoint mode in two regions, so any resource another change adds is compared too, with no
+golden file to regenerate."""
 
 from __future__ import annotations
 
@@ -22,7 +23,7 @@ def _files(plan: Plan) -> dict[str, str]:
 
 def _plain(stack_file: StackFile) -> Plan:
     validation.forget()
-    return run_program(stack_file, wait_first=False)
+    return run_program(stack_file, plain=True)
 
 
 def _fast(stack_file: StackFile) -> Plan:
@@ -61,8 +62,8 @@ def test_a_failed_output_is_reported_by_both_paths_alike(tmp_path: Path) -> None
     )
     stack_file = StackFile(path=tmp_path / "Pulumi.test.yaml", stack="test", project_config={}, engine_config={})
     messages = []
-    for wait_first in (True, False):
+    for plain in (False, True):
         with pytest.raises(ProgramError) as failure:
-            run_program(stack_file, program=program, wait_first=wait_first)
+            run_program(stack_file, program=program, plain=plain)
         messages.append(str(failure.value))
     assert messages[0] == messages[1] == "'no such key'"
