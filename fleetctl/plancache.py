@@ -37,7 +37,6 @@ import tempfile
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
 
@@ -51,6 +50,7 @@ SOURCE_DIRECTORIES: Final = ("components", "fleetctl", "config")
 _SKIPPED_DIRECTORIES: Final = frozenset({"__pycache__"})
 _STAGING_PREFIX: Final = ".staging-"
 _DISABLED: Final = ("off", "0", "no", "false")
+_PIECE: Final = 1 << 20
 
 
 def cache_dir() -> Path:
@@ -95,19 +95,23 @@ def source_files(root: Path) -> dict[str, str]:
 
 
 def this_interpreter() -> list[str]:
-    """The running interpreter's version and installed distributions, ``name==version`` sorted."""
+    """The running interpreter's version and the metadata directories of its installed distributions."""
     return list(_installed())
 
 
 @functools.cache
 def _installed() -> tuple[str, ...]:
-    """Read once per process (about 60 ms): a plan run does not install packages."""
-    installed = {
-        f"{distribution.metadata['Name']}=={distribution.version}"
-        for distribution in metadata.distributions()
-        if distribution.metadata["Name"]
-    }
-    return (f"python {sys.version}", *sorted(installed))
+    """Read once per process: a plan run does not install packages. Each distribution by the name of its
+    metadata directory on the import path (``pulumi-3.272.0.dist-info``: name and version, as pip
+    wrote them), which reading every METADATA file would only confirm, slower."""
+    found: set[str] = set()
+    for entry in sys.path:
+        try:
+            with os.scandir(entry or ".") as listing:
+                found.update(item.name for item in listing if item.name.endswith((".dist-info", ".egg-info")))
+        except OSError:
+            continue
+    return (f"python {sys.version}", *sorted(found))
 
 
 def interpreter_of(python: str) -> list[str]:
@@ -201,15 +205,19 @@ def store(inputs: Inputs, plan_json: str) -> None:
     if not enabled():
         return
     directory = plans_dir()
-    data = plan_json.encode("utf-8")
-    record = {"key": inputs.key, "inputs": inputs.describe(), "plan_sha256": _digest(data)}
     try:
         directory.mkdir(parents=True, exist_ok=True)
         staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=directory))
     except OSError:
         return
     try:
-        (staging / "plan.json").write_bytes(data)
+        digest = hashlib.sha256()
+        with (staging / "plan.json").open("wb") as stream:  # by pieces: no second copy of a large plan
+            for start in range(0, len(plan_json), _PIECE):
+                piece = plan_json[start : start + _PIECE].encode("utf-8")
+                digest.update(piece)
+                stream.write(piece)
+        record = {"key": inputs.key, "inputs": inputs.describe(), "plan_sha256": digest.hexdigest()}
         (staging / "inputs.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
         os.rename(staging, directory / inputs.key)
     except OSError:
