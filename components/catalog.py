@@ -130,6 +130,7 @@ class ChartPins(_Data):
     cluster_autoscaler: ClusterAutoscalerChart
     keda: Chart
     lws: Chart
+    prometheus: Chart
 
 
 class Pins(_Data):

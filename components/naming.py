@@ -194,6 +194,13 @@ SERIES_ROLE_LABEL = "role"
 """Series label holding the pod's ``app.kubernetes.io/component`` (server, prefill, decode, canary, ...)."""
 
 
+METRICS_PORT_ANNOTATION = "inference-fleet/metrics-port"
+"""On a server pod whose framework serves metrics on a port other than the server's (Triton): that port."""
+SCRAPER_LABELS = {"app.kubernetes.io/name": "prometheus", "app.kubernetes.io/component": "server"}
+"""The region's Prometheus server pods (prometheus-community/prometheus chart's server matchLabels),
+the only pods NetworkPolicies let reach an inference pod's metrics port."""
+
+
 def prometheus_query_url() -> str:
     """The in-cluster Prometheus the region's scalers and dashboards query."""
     return f"http://{PROMETHEUS_SERVICE}.{METRICS_NAMESPACE}.svc.cluster.local:{PROMETHEUS_PORT}"

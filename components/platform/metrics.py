@@ -1,4 +1,4 @@
-"""The region's metrics pipeline (docs/metrics.md): its namespace, KEDA and its CRDs. Created only
+"""The region's metrics pipeline (docs/metrics.md): its namespace, KEDA and its CRDs, Prometheus. Created only
 where ``regions.<r>.metrics.enabled`` (resolved by components/spec/stack.py) is true."""
 
 from __future__ import annotations
@@ -12,6 +12,7 @@ from components import naming
 from components.catalog import pins
 from components.platform.addons import helm_release
 from components.platform.keda import NAMESPACE, keda_crds, keda_values
+from components.platform.prometheus import prometheus_values
 from components.spec.metrics import Metrics
 
 
@@ -58,5 +59,12 @@ class MetricsPipeline(pulumi.ComponentResource):
             pulumi.ResourceOptions(
                 parent=self, provider=args.kubernetes, depends_on=[namespace, args.addons, *self.crds]
             ),
+        )
+        self.prometheus = helm_release(
+            naming.platform_name(region, "prometheus"),
+            pins().charts.prometheus,
+            prometheus_values(args.settings),
+            NAMESPACE,
+            pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[namespace, args.addons]),
         )
         self.register_outputs({})

@@ -8,7 +8,15 @@ from typing import Any
 
 from components import naming
 from components.render.autoscaling import horizontal_pod_autoscaler
-from components.render.kube import endpoint_pods, metadata, network_policy, pod_identity_account, tcp_ports
+from components.render.kube import (
+    endpoint_pods,
+    metadata,
+    metrics_port,
+    network_policy,
+    pod_identity_account,
+    scraper_rule,
+    tcp_ports,
+)
 from components.render.placement import PlacedEndpoint
 from components.render.pods import PORT_NAME, STARTUP_FAILURE_THRESHOLD, STARTUP_PERIOD_SECONDS, pod_template
 from components.render.route import SERVICE_PORT, route
@@ -112,13 +120,14 @@ def classic_objects(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
         objects["canary-deployment"] = deployment(endpoint, "canary", spec.canary.replicas, canary)
         objects["canary-service"] = service(endpoint, "canary")
     objects["route"] = route(endpoint)
-    # Into the server and canary pods comes only the load balancer's traffic to the server port.
+    # Into the server and canary pods comes only the load balancer's traffic to the server port,
+    # and the region's Prometheus to a metrics port of the framework's own (docs/metrics.md).
     port = endpoint.spec.port
+    rules = [{"ports": tcp_ports((port, port))}]
+    if metrics_port(endpoint) != port:
+        rules.append(scraper_rule(metrics_port(endpoint)))
     objects["network-policy"] = network_policy(
-        naming.object_name(endpoint.name, "server"),
-        endpoint,
-        endpoint_pods(endpoint, "server", "canary"),
-        [{"ports": tcp_ports((port, port))}],
+        naming.object_name(endpoint.name, "server"), endpoint, endpoint_pods(endpoint, "server", "canary"), rules
     )
     return objects
 

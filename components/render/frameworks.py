@@ -49,7 +49,17 @@ class Adapter:
     metrics_on: str | None = None
     """The switch without which the server serves no /metrics on its port (fleetctl verify
     counts a canary's requests there). Not owned: repeating a switch in args is harmless."""
+    metrics_port: int | None = None
+    """Where the server serves Prometheus metrics at ``/metrics`` when not on its own port (the
+    region's Prometheus scrapes there, docs/metrics.md); set by a ``fixed`` flag, so owned."""
 
+
+TRITON_METRICS_PORT = 8002
+METRICS_PATH = "/metrics"
+"""Where every framework serves Prometheus metrics: vLLM on its API port (0.33.0
+vllm/entrypoints/serve/instrumentator/metrics.py mounts prometheus_client's app there), SGLang on
+its port with --enable-metrics, TGI on its port (v3.3.7 router/src/server.rs routes /metrics; also
+on --prometheus-port), Triton on its metrics port."""
 
 ADAPTERS: dict[Framework, Adapter] = {
     "vllm": Adapter(
@@ -101,13 +111,17 @@ ADAPTERS: dict[Framework, Adapter] = {
         prefix_caching_env="PREFIX_CACHING",
     ),
     # Engine settings of a Triton model live in its model repository (config.pbtxt), not in flags.
+    # Triton serves its metrics on a port of their own, 8002 unless --metrics-port says otherwise
+    # (server docs/user_guide/metrics.md); rendered, so a user's args cannot move it unseen.
     "triton": Adapter(
         command=("tritonserver",),
         model_flag="--model-repository",
         port_flag="--http-port",
         parallel_flag=None,
+        fixed=(("--metrics-port", str(TRITON_METRICS_PORT)),),
         joined=True,
         repository=True,
+        metrics_port=TRITON_METRICS_PORT,
     ),
 }
 

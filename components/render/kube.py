@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from components import naming
+
 if TYPE_CHECKING:
     from components.naming import Role
     from components.render.placement import PlacedEndpoint
@@ -48,6 +50,31 @@ def endpoint_pods(endpoint: PlacedEndpoint, *roles: Role) -> dict[str, Any]:
         "matchLabels": {"app.kubernetes.io/name": endpoint.name},
         "matchExpressions": [{"key": "app.kubernetes.io/component", "operator": "In", "values": list(roles)}],
     }
+
+
+def scraper_rule(port: int) -> dict[str, Any]:
+    """Ingress from the region's Prometheus server only (docs/metrics.md), to ``port`` only."""
+    return {
+        "from": [
+            {
+                "namespaceSelector": {"matchLabels": {"kubernetes.io/metadata.name": naming.METRICS_NAMESPACE}},
+                "podSelector": {"matchLabels": dict(naming.SCRAPER_LABELS)},
+            }
+        ],
+        "ports": tcp_ports((port, port)),
+    }
+
+
+def framework_metrics_port(endpoint: PlacedEndpoint) -> int | None:
+    """A port of its own where the endpoint's framework serves /metrics (Triton's), or None."""
+    from components.render.frameworks import ADAPTERS  # the spec models import the adapters from here
+
+    return ADAPTERS[endpoint.spec.framework].metrics_port
+
+
+def metrics_port(endpoint: PlacedEndpoint) -> int:
+    """Where the endpoint's server pods serve /metrics: the framework's own port, else the server's."""
+    return framework_metrics_port(endpoint) or endpoint.spec.port
 
 
 def tcp_ports(*ranges: tuple[int, int]) -> list[dict[str, Any]]:

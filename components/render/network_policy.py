@@ -2,11 +2,12 @@
 need, nothing else. Enforced by the VPC CNI's network policy agent (enabled on the cluster).
 
 - proxy (or the store server): its port, from anywhere (the load balancer sends from its subnets);
-- role pods: the server port from the proxy; from each other and from the proxy the prefill
-  bootstrap window; from each other the Mooncake transfer engine's RPC range (where its TCP
-  transport listens too) and the ZMQ side channel range vLLM binds at random; with offload disk
-  the store-client's one port, where it serves its segment's RPC and disk-tier reads (its other
-  two listeners are its transfer engine's, in the range above: tests/e2e reads them);
+- role pods: the server port from the proxy, and from the region's Prometheus (its /metrics,
+  docs/metrics.md); from each other and from the proxy the prefill bootstrap window; from each
+  other the Mooncake transfer engine's RPC range (where its TCP transport listens too) and the
+  ZMQ side channel range vLLM binds at random; with offload disk the store-client's one port,
+  where it serves its segment's RPC and disk-tier reads (its other two listeners are its
+  transfer engine's, in the range above: tests/e2e reads them);
 - the store master: RPC and metadata from the endpoint's role pods.
 
 Over EFA the KV itself moves by SRD, not IP, and no policy sees it.
@@ -17,7 +18,7 @@ from __future__ import annotations
 from typing import Any
 
 from components import naming
-from components.render.kube import endpoint_pods, network_policy, tcp_ports
+from components.render.kube import endpoint_pods, metrics_port, network_policy, scraper_rule, tcp_ports
 from components.render.mooncake_roles import mooncake_of
 from components.render.mooncake_store import MASTER_RPC_PORT, METADATA_PORT, REAL_CLIENT_PORT, offloads_to_disk
 from components.render.placement import PlacedEndpoint
@@ -58,6 +59,7 @@ def network_policies(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
                 "from": [{"podSelector": endpoint_pods(endpoint, *roles)}],
                 "ports": tcp_ports(window, TRANSFER_ENGINE_PORTS, SIDE_CHANNEL_PORTS, *store_clients),
             },
+            scraper_rule(metrics_port(endpoint)),
         ]
     else:
         roles = ("server",)

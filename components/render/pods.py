@@ -7,7 +7,7 @@ from typing import Any
 
 from components import naming
 from components.catalog import pins
-from components.render.kube import quantity
+from components.render.kube import framework_metrics_port, quantity
 from components.render.placement import PlacedEndpoint
 from components.scheduling import (
     CAPACITY_TYPE_LABEL,
@@ -19,6 +19,7 @@ from components.scheduling import (
 
 SERVER_CONTAINER = "server"
 PORT_NAME = "http"
+METRICS_PORT_NAME = "metrics"
 SHM_VOLUME = "dshm"
 WEIGHTS_VOLUME = "model-weights"
 
@@ -115,6 +116,9 @@ def server_container(endpoint: PlacedEndpoint, image: str) -> dict[str, Any]:
         container["command"] = list(launch.command)
     container["args"] = [*launch.args, *spec.args]
     container["ports"] = [{"name": PORT_NAME, "containerPort": spec.port, "protocol": "TCP"}]
+    metrics_port = framework_metrics_port(endpoint)
+    if metrics_port is not None:
+        container["ports"].append({"name": METRICS_PORT_NAME, "containerPort": metrics_port, "protocol": "TCP"})
     env = _env(endpoint, launch.env)
     if env:
         container["env"] = env
@@ -185,4 +189,8 @@ def pod_template(endpoint: PlacedEndpoint, role: naming.Role, image: str) -> dic
         pod["nodeSelector"] = selector
     if endpoint.taints:
         pod["tolerations"] = tolerations(endpoint.taints)
-    return {"metadata": {"labels": endpoint.labels(role)}, "spec": pod}
+    metadata: dict[str, Any] = {"labels": endpoint.labels(role)}
+    metrics_port = framework_metrics_port(endpoint)
+    if metrics_port is not None:
+        metadata["annotations"] = {naming.METRICS_PORT_ANNOTATION: str(metrics_port)}
+    return {"metadata": metadata, "spec": pod}

@@ -1,7 +1,7 @@
 """The platform's own pods in a region: the DaemonSets every node runs (EKS add-ons, and the
 device plugins that make a node advertise its GPUs and EFA devices) and the Deployments
 that need an untainted node (CoreDNS, the load balancer controller, the cluster autoscaler, and
-where the region's metrics pipeline runs, KEDA). Device plugins are
+where the region's metrics pipeline runs, KEDA and Prometheus). Device plugins are
 rendered from the chart defaults recorded in config/platform_pods.yaml merged with the
 values we pass, as Helm merges them, so a value we change is a value the check sees."""
 
@@ -21,6 +21,8 @@ from components.platform.keda import NAMESPACE as KEDA_NAMESPACE
 from components.platform.keda import keda_values
 from components.platform.load_balancer import NAMESPACE as CONTROLLER_NAMESPACE
 from components.platform.load_balancer import controller_values
+from components.platform.prometheus import NAMESPACE as PROMETHEUS_NAMESPACE
+from components.platform.prometheus import prometheus_values
 from components.schedulability.nodes import Node
 from components.schedulability.quantities import amounts
 from components.schedulability.workloads import DEFAULT_MAX_SURGE, Workload, scaled
@@ -151,7 +153,15 @@ def platform_workloads(region_name: str, region: Region) -> list[Workload]:
         found.append(_deployment(name, namespace, pod, requests, int(values["replicaCount"])))
     if region.metrics.enabled:
         found += keda_deployments()
+        found.append(prometheus_server(region))
     return found
+
+
+def prometheus_server(region: Region) -> Workload:
+    values = helm_merge(facts()["charts"]["prometheus"]["defaults"], prometheus_values(region.metrics))["server"]
+    pod = {key: values[key] for key in ("nodeSelector", "affinity", "tolerations") if values.get(key)}
+    requests = (values.get("resources") or {}).get("requests") or {}
+    return _deployment("prometheus", PROMETHEUS_NAMESPACE, pod, requests, int(values["replicaCount"]))
 
 
 def keda_deployments() -> list[Workload]:

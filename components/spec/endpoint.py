@@ -327,6 +327,15 @@ class Endpoint(SpecModel):
                     key=key,
                     field=field,
                 )
+        metrics_port = ADAPTERS[self.framework].metrics_port if self.framework is not None else None
+        if metrics_port == self.port:
+            yield fail(
+                "metrics_port",
+                "{port} is where {framework} serves its metrics; give the server another port",
+                at="port",
+                port=self.port,
+                framework=self.framework,
+            )
         if self.target_regions is not None and not self.target_regions:
             yield fail("no_regions", "is empty (no regions): remove the endpoint instead", at="target_regions")
         seen: set[str] = set()

@@ -62,3 +62,17 @@ def test_the_regions_workloads_wait_for_the_pipeline(region: str) -> None:
     # Recorded as the component's resources (a dependency on a component waits for its children).
     installed = {r["urn"] for r in [*children(plan, pipeline, RELEASE), *children(plan, pipeline, CRD)]}
     assert installed <= set(deployment["options"]["dependsOn"])
+
+
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_prometheus_is_installed_with_the_regions_settings(region: str) -> None:
+    plan = example_plan("prod")
+    (pipeline,) = pipeline_of(plan, region)
+    (release,) = [r for r in children(plan, pipeline, RELEASE) if r["inputs"]["chart"] == "prometheus"]
+    assert release["name"] == f"{region}-prometheus"
+    assert (release["inputs"]["version"], release["inputs"]["namespace"]) == ("29.27.0", naming.METRICS_NAMESPACE)
+    server = release["inputs"]["values"]["server"]
+    assert (server["fullnameOverride"], server["service"]["servicePort"]) == ("prometheus", 9090)
+    assert (server["retention"], server["emptyDir"]) == ("7d", {"sizeLimit": "10Gi"})
+    (namespace,) = children(plan, pipeline, "kubernetes:core/v1:Namespace")
+    assert namespace["urn"] in release["options"]["dependsOn"]

@@ -157,7 +157,9 @@ def test_triton_serves_its_model_repository_and_checks_kserve_health() -> None:
     objects = rendered({"image": "nvcr.io/nvidia/tritonserver:25.10-py3", "model_source": "s3://models/repository"})
     container = server(objects)
     assert container["command"] == ["tritonserver"]
-    assert container["args"] == ["--model-repository=/models/repository", "--http-port=8000"]
+    # Its metrics port is rendered (Triton's default), so the one the region's Prometheus scrapes is certain.
+    assert container["args"] == ["--model-repository=/models/repository", "--metrics-port=8002", "--http-port=8000"]
+    assert {"name": "metrics", "containerPort": 8002, "protocol": "TCP"} in container["ports"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"
     assert (
         objects["route"]["metadata"]["annotations"]["alb.ingress.kubernetes.io/healthcheck-path"] == "/v2/health/ready"

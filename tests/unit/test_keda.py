@@ -138,9 +138,10 @@ def test_the_recorded_scheduling_facts_are_the_charts_defaults() -> None:
 
 def test_keda_runs_three_deployments_on_system_nodes_only_where_the_pipeline_runs() -> None:
     on = parse_stack_config(stack_config(region_overrides={"metrics": {"enabled": True}})).regions[REGION]
-    found = {w.name: w for w in platform_workloads(REGION, on) if w.namespace == naming.METRICS_NAMESPACE}
+    found = {w.name: w for w in platform_workloads(REGION, on) if w.name.startswith("keda-")}
     assert sorted(found) == sorted(COMPONENTS)
     for workload in found.values():
+        assert workload.namespace == naming.METRICS_NAMESPACE
         assert workload.replicas == 1
         assert workload.requests == amounts({"cpu": "100m", "memory": "100Mi"})
         assert workload.pod["nodeSelector"] == {"kubernetes.io/os": "linux", "inference-fleet/accelerator": "none"}

@@ -120,7 +120,13 @@ def selectors(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
     if kind == "PodDisruptionBudget":
         return [spec["selector"]]
     if kind == "NetworkPolicy":
-        peers = [peer["podSelector"] for rule in spec["ingress"] for peer in rule.get("from", [])]
+        # A peer in other namespaces (the region's Prometheus) selects none of the endpoint's pods.
+        peers = [
+            peer["podSelector"]
+            for rule in spec["ingress"]
+            for peer in rule.get("from", [])
+            if "namespaceSelector" not in peer
+        ]
         return [spec["podSelector"], *peers]
     return []
 

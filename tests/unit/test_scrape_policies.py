@@ -1,0 +1,138 @@
+"""The NetworkPolicies of every kind of endpoint, composed with the region's Prometheus: the scraper
+reaches each framework server's metrics port, and beyond that exactly what any other pod reaches;
+no other pod, in the metrics namespace or wearing the scraper's labels elsewhere, gains anything.
+Evaluated pod by pod and port by port by the API's rules (tests/network_policies.py)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from components import naming
+from components.render.endpoint import endpoint_objects
+from components.render.kube import metrics_port
+from components.render.mooncake_store import MASTER_RPC_PORT, METADATA_PORT, REAL_CLIENT_PORT
+from components.render.network_policy import SIDE_CHANNEL_PORTS, TRANSFER_ENGINE_PORTS
+from components.render.pods import PORT_NAME
+from components.render.proxy import PROXY_PORT
+from components.spec import SpecError
+from tests.network_policies import Pod, admitted
+
+from .stack_builders import DELETE, MODEL, classic_endpoint, placed_endpoint, stack_config
+
+TCP_GPU = {"model": MODEL, "node_group": "gpu", "gpu_count": 2}
+TRITON = {
+    "image": "nvcr.io/nvidia/tritonserver:25.01-py3",
+    "model_path": "/models/repository",
+    "node_group": "gpu",
+    "gpu_count": 1,
+}
+
+
+def mooncake(mode: str, **extra: Any) -> dict[str, Any]:
+    topology = {"topology": {"prefill": 2, "decode": 1}} if mode != "store" else {}
+    return {**TCP_GPU, "mooncake": {"mode": mode, "transfer": {"protocol": "tcp"}, **topology}, **extra}
+
+
+ENDPOINTS = {
+    "vllm": classic_endpoint(),
+    "vllm-canary": classic_endpoint({"canary": {"image": "vllm/vllm-openai:v0.34.0", "weight": 10}}),
+    "sglang": classic_endpoint({"image": "lmsysorg/sglang:v0.5.6"}),
+    "triton": classic_endpoint({**TRITON, "model": DELETE}),
+    "disaggregated": mooncake("disaggregated"),
+    "both": mooncake("both", canary={"image": "vllm/vllm-openai:v0.34.0", "weight": 10}),
+    "store": mooncake("store"),
+}
+SCRAPER = Pod(naming.METRICS_NAMESPACE, {**naming.SCRAPER_LABELS, "app.kubernetes.io/instance": "prometheus"})
+OTHERS = {
+    "grafana in the metrics namespace": Pod(naming.METRICS_NAMESPACE, {"app.kubernetes.io/name": "grafana"}),
+    "keda in the metrics namespace": Pod(naming.METRICS_NAMESPACE, {"app.kubernetes.io/name": "keda-operator"}),
+    "the scraper's labels in another namespace": Pod("default", dict(naming.SCRAPER_LABELS)),
+}
+SERVER_ROLES = {"server", "canary", "prefill", "decode"}
+
+
+def rendered(case: str) -> tuple[list[dict[str, Any]], dict[str, tuple[Pod, dict[str, Any]]], int]:
+    endpoint = placed_endpoint(stack_config(endpoints={"chat": ENDPOINTS[case]}))
+    objects = list(endpoint_objects(endpoint).values())
+    policies = [o for o in objects if o["kind"] == "NetworkPolicy"]
+    pods = {
+        o["metadata"]["name"]: (Pod(o["metadata"]["namespace"], o["spec"]["template"]["metadata"]["labels"]), o)
+        for o in objects
+        if o["kind"] in ("Deployment", "StatefulSet")
+    }
+    return policies, pods, metrics_port(endpoint)
+
+
+def probe_ports(workload: dict[str, Any]) -> set[int]:
+    """Every port the pod declares, and every port of the KV paths the policies guard."""
+    declared = {
+        port["containerPort"]
+        for container in workload["spec"]["template"]["spec"]["containers"]
+        for port in container.get("ports", [])
+    }
+    ranges = [port for low, high in (TRANSFER_ENGINE_PORTS, SIDE_CHANNEL_PORTS) for port in (low, high)]
+    return declared | set(ranges) | {8998, MASTER_RPC_PORT, METADATA_PORT, REAL_CLIENT_PORT, PROXY_PORT}
+
+
+@pytest.mark.parametrize("case", list(ENDPOINTS))
+def test_the_scraper_reaches_every_servers_metrics_port_and_nothing_more_than_anyone(case: str) -> None:
+    policies, pods, port = rendered(case)
+    servers = {
+        name: pod for name, (pod, _) in pods.items() if pod.labels["app.kubernetes.io/component"] in SERVER_ROLES
+    }
+    assert servers
+    bystander = Pod("default", {"app": "bystander"})
+    for name, (target, workload) in pods.items():
+        for probe in probe_ports(workload):
+            scraper = admitted(policies, SCRAPER, target, probe)
+            anyone = admitted(policies, bystander, target, probe)
+            if name in servers and probe == port:
+                assert scraper, f"the scraper cannot reach {name}:{probe}"
+            else:
+                assert scraper == anyone, f"the scraper reaches {name}:{probe}, which others do not"
+
+
+@pytest.mark.parametrize("case", list(ENDPOINTS))
+@pytest.mark.parametrize("other", list(OTHERS))
+def test_no_other_pod_gains_the_metrics_port(case: str, other: str) -> None:
+    policies, pods, port = rendered(case)
+    bystander = Pod("default", {"app": "bystander"})
+    for name, (target, _) in pods.items():
+        assert admitted(policies, OTHERS[other], target, port) == admitted(policies, bystander, target, port), name
+
+
+@pytest.mark.parametrize("case", ["disaggregated", "both"])
+def test_split_roles_admit_their_server_port_only_from_the_proxy_and_the_scraper(case: str) -> None:
+    """The composition can fail: split roles are the pods whose server port no one else reaches."""
+    policies, pods, port = rendered(case)
+    roles = [pod for pod, _ in pods.values() if pod.labels["app.kubernetes.io/component"] in ("prefill", "decode")]
+    assert roles
+    for target in roles:
+        assert admitted(policies, SCRAPER, target, port)
+        assert not admitted(policies, Pod("default", {"app": "bystander"}), target, port)
+        assert not admitted(policies, OTHERS["grafana in the metrics namespace"], target, port)
+
+
+@pytest.mark.parametrize("case", list(ENDPOINTS))
+def test_prometheus_scrapes_the_port_the_policies_open(case: str) -> None:
+    """The inference job keeps each pod's ``http`` port and moves to the port its metrics annotation
+    names (components/platform/prometheus.py): that is the port opened to the scraper."""
+    _, pods, port = rendered(case)
+    for _, workload in pods.values():
+        template = workload["spec"]["template"]
+        if template["metadata"]["labels"]["app.kubernetes.io/component"] not in SERVER_ROLES:
+            continue
+        annotation = template["metadata"].get("annotations", {}).get(naming.METRICS_PORT_ANNOTATION)
+        (server,) = [c for c in template["spec"]["containers"] if c["name"] == "server"]
+        http = next(p["containerPort"] for p in server["ports"] if p["name"] == PORT_NAME)
+        assert (int(annotation) if annotation else http) == port
+
+
+def test_a_triton_server_on_its_metrics_port_is_refused_naming_the_field() -> None:
+    with pytest.raises(SpecError) as error:
+        placed_endpoint(stack_config(endpoints={"chat": classic_endpoint({**TRITON, "model": DELETE, "port": 8002})}))
+    (problem,) = error.value.problems
+    assert problem.path == "endpoints.chat.port"
+    assert "8002 is where triton serves its metrics; give the server another port" in problem.message
