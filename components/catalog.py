@@ -131,6 +131,7 @@ class ChartPins(_Data):
     keda: Chart
     lws: Chart
     prometheus: Chart
+    dcgm_exporter: Chart
 
 
 class Pins(_Data):

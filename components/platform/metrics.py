@@ -1,5 +1,6 @@
-"""The region's metrics pipeline (docs/metrics.md): its namespace, KEDA and its CRDs, Prometheus. Created only
-where ``regions.<r>.metrics.enabled`` (resolved by components/spec/stack.py) is true."""
+"""The region's metrics pipeline (docs/metrics.md): its namespace, KEDA and its CRDs, Prometheus,
+the DCGM exporter on NVIDIA nodes. Created only where ``regions.<r>.metrics.enabled`` (resolved by
+components/spec/stack.py) is true."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pulumi_kubernetes as k8s
 from components import naming
 from components.catalog import pins
 from components.platform.addons import helm_release
+from components.platform.dcgm import dcgm_values
 from components.platform.keda import NAMESPACE, keda_crds, keda_values
 from components.platform.prometheus import prometheus_values
 from components.spec.metrics import Metrics
@@ -23,6 +25,8 @@ class MetricsPipelineArgs:
     kubernetes: k8s.Provider
     addons: pulumi.Resource
     """The node add-ons (CoreDNS) and device plugins: the pipeline's pods need nodes first."""
+    gpu_nodes: bool
+    """The region has NVIDIA nodes: the DCGM exporter runs on them."""
 
 
 class MetricsPipeline(pulumi.ComponentResource):
@@ -67,4 +71,13 @@ class MetricsPipeline(pulumi.ComponentResource):
             NAMESPACE,
             pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[namespace, args.addons]),
         )
+        self.dcgm_exporter = None
+        if args.gpu_nodes:
+            self.dcgm_exporter = helm_release(
+                naming.platform_name(region, "dcgm-exporter"),
+                pins().charts.dcgm_exporter,
+                dcgm_values(),
+                NAMESPACE,
+                pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[namespace, args.addons]),
+            )
         self.register_outputs({})

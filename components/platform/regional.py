@@ -135,7 +135,11 @@ class RegionalPlatform(pulumi.ComponentResource):
                 MetricsPipeline(
                     naming.platform_name(region, "metrics"),
                     MetricsPipelineArgs(
-                        region=region, settings=spec.metrics, kubernetes=self.kubernetes, addons=addons
+                        region=region,
+                        settings=spec.metrics,
+                        kubernetes=self.kubernetes,
+                        addons=addons,
+                        gpu_nodes=any(fact.accelerator == "nvidia" for fact in facts.values()),
                     ),
                     child,
                 )

@@ -16,6 +16,7 @@ from components.catalog import CONFIG_DIR, _read
 from components.platform.addons import efa_plugin_values, nvidia_plugin_values
 from components.platform.autoscaler import NAMESPACE as AUTOSCALER_NAMESPACE
 from components.platform.autoscaler import autoscaler_values
+from components.platform.dcgm import dcgm_values
 from components.platform.keda import COMPONENTS as KEDA_COMPONENTS
 from components.platform.keda import NAMESPACE as KEDA_NAMESPACE
 from components.platform.keda import keda_values
@@ -112,7 +113,8 @@ def _addon_pod(addon: Mapping[str, Any]) -> dict[str, Any]:
 
 def daemon_sets(region: Region, node_facts: list[Node]) -> list[DaemonSet]:
     """The region's DaemonSets; a device plugin only where the platform installs it
-    (components/platform/addons.py: NVIDIA with any NVIDIA group, EFA with any EFA group)."""
+    (components/platform/addons.py: NVIDIA with any NVIDIA group, EFA with any EFA group), the
+    DCGM exporter where the metrics pipeline runs and there are NVIDIA nodes."""
     found = [
         DaemonSet(name=name, pod=_addon_pod(addon), requests=amounts(addon.get("requests") or {}))
         for name, addon in facts()["addons"].items()
@@ -122,7 +124,19 @@ def daemon_sets(region: Region, node_facts: list[Node]) -> list[DaemonSet]:
         found.append(nvidia_device_plugin())
     if any(group.efa for group in region.node_groups.values()):
         found.append(efa_device_plugin())
+    if region.metrics.enabled and any(node.facts.accelerator == "nvidia" for node in node_facts):
+        found.append(dcgm_exporter())
     return found
+
+
+def dcgm_exporter() -> DaemonSet:
+    """The metrics pipeline's GPU exporter (components/platform/dcgm.py), on every NVIDIA node."""
+    values = helm_merge(facts()["charts"]["dcgm_exporter"]["defaults"], dcgm_values())
+    return DaemonSet(
+        name="dcgm-exporter",
+        pod={key: values[key] for key in ("nodeSelector", "affinity", "tolerations") if values.get(key)},
+        requests=amounts((values.get("resources") or {}).get("requests") or {}),
+    )
 
 
 def platform_workloads(region_name: str, region: Region) -> list[Workload]:

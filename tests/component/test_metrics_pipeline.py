@@ -76,3 +76,20 @@ def test_prometheus_is_installed_with_the_regions_settings(region: str) -> None:
     assert (server["retention"], server["emptyDir"]) == ("7d", {"sizeLimit": "10Gi"})
     (namespace,) = children(plan, pipeline, "kubernetes:core/v1:Namespace")
     assert namespace["urn"] in release["options"]["dependsOn"]
+
+
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_the_dcgm_exporter_runs_on_the_regions_nvidia_nodes(region: str) -> None:
+    plan = example_plan("prod")
+    (pipeline,) = pipeline_of(plan, region)
+    (release,) = [r for r in children(plan, pipeline, RELEASE) if r["inputs"]["chart"] == "dcgm-exporter"]
+    assert release["name"] == f"{region}-dcgm-exporter"
+    assert (release["inputs"]["version"], release["inputs"]["namespace"]) == ("4.8.2", naming.METRICS_NAMESPACE)
+    assert release["inputs"]["values"]["nodeSelector"] == {"inference-fleet/accelerator": "nvidia"}
+    by_urn = {resource["urn"]: resource for resource in plan.resources}
+    plugin = next(
+        r
+        for r in by_type(plan, RELEASE)
+        if r["inputs"]["chart"] == "nvidia-device-plugin" and region_of(r, by_urn) == region
+    )
+    assert plugin["urn"] in release["options"]["dependsOn"]

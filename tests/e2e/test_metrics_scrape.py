@@ -1,0 +1,149 @@
+"""The region's Prometheus, for real: Debian's Prometheus runs the scrape configuration the pinned
+chart renders from our values against stand-ins of a vLLM decode pod, a Triton pod and the DCGM
+exporter, given the targets Kubernetes pod discovery would (tests/e2e/scrape_driver.py). Every
+stored series of an inference pod carries namespace, pod, endpoint and role; the GPU a pod holds
+carries the same; nothing but the server containers' metrics ports is scraped."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from functools import cache
+from typing import Any
+
+import pytest
+
+from components import naming
+from components.platform.prometheus import prometheus_values
+from components.spec.metrics import Metrics
+from tests.e2e.namespace import run_driver
+from tests.prometheus_config import rendered_config
+
+pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs Debian's prometheus package")
+
+VLLM = """\
+# TYPE vllm:num_requests_waiting gauge
+vllm:num_requests_waiting{engine="0",model_name="Qwen/Qwen3-8B"} 3.0
+# TYPE vllm:num_requests_running gauge
+vllm:num_requests_running{endpoint="not-mine",engine="0",model_name="Qwen/Qwen3-8B"} 1.0
+"""
+TRITON = """\
+# TYPE nv_inference_count counter
+nv_inference_count{model="resnet",version="1"} 5
+"""
+GPU = 'UUID="GPU-{id}",device="nvidia{n}",modelName="NVIDIA H100 80GB HBM3",Hostname="ip-10-0-0-1"'
+HOLDER = 'container="server",namespace="inference",pod="chat-decode-7d9f"'
+COPIED = 'app_kubernetes_io_name="chat",app_kubernetes_io_component="decode"'
+DCGM = (
+    "# TYPE DCGM_FI_DEV_GPU_UTIL gauge\n"
+    f'DCGM_FI_DEV_GPU_UTIL{{gpu="0",{GPU.format(id="aaaa", n=0)},{HOLDER},{COPIED}}} 87\n'
+    f'DCGM_FI_DEV_GPU_UTIL{{gpu="1",{GPU.format(id="bbbb", n=1)}}} 0\n'
+)
+"""The exporter's own labels on a GPU held by a pod (with the pod labels it copies) and on an idle one."""
+ANNOTATION = "__meta_kubernetes_pod_annotation_inference_fleet_metrics_port"
+
+
+def pod(name: str, endpoint: str, role: str, container: str, port_name: str, **extra: str) -> dict[str, str]:
+    """The labels Kubernetes pod discovery gives one container port of a fleet pod."""
+    return {
+        "__meta_kubernetes_namespace": "inference",
+        "__meta_kubernetes_pod_name": name,
+        "__meta_kubernetes_pod_node_name": "ip-10-0-0-1",
+        "__meta_kubernetes_pod_ip": "127.0.0.1",
+        "__meta_kubernetes_pod_phase": "Running",
+        "__meta_kubernetes_pod_container_name": container,
+        "__meta_kubernetes_pod_container_port_name": port_name,
+        "__meta_kubernetes_pod_label_app_kubernetes_io_name": endpoint,
+        "__meta_kubernetes_pod_label_app_kubernetes_io_component": role,
+        "__meta_kubernetes_pod_label_app_kubernetes_io_part_of": naming.PROJECT,
+        **extra,
+    }
+
+
+TARGETS = {
+    "inference": [
+        {"stand_in": "vllm", "labels": pod("chat-decode-7d9f", "chat", "decode", "server", "http")},
+        # Not scraped: another port of the same container, an init container, a pod not running.
+        {"labels": pod("chat-prefill-0", "chat", "prefill", "server", "bootstrap")},
+        {"labels": pod("chat-decode-7d9f", "chat", "decode", "model-sync", "http")},
+        {
+            "labels": pod(
+                "chat-decode-pending", "chat", "decode", "server", "http", __meta_kubernetes_pod_phase="Pending"
+            )
+        },
+        # Triton: its http port, moved to the port its annotation names; its metrics port itself is not a target.
+        {"labels": pod("resnet-5c6b", "resnet", "server", "server", "http", **{ANNOTATION: "{port:triton}"})},
+        {
+            "stand_in": "triton",
+            "labels": pod("resnet-5c6b", "resnet", "server", "server", "metrics", **{ANNOTATION: "{port:triton}"}),
+        },
+    ],
+    "dcgm-exporter": [
+        {
+            "stand_in": "dcgm",
+            "labels": {
+                "__meta_kubernetes_namespace": naming.METRICS_NAMESPACE,
+                "__meta_kubernetes_pod_name": "dcgm-exporter-x1",
+                "__meta_kubernetes_pod_node_name": "ip-10-0-0-1",
+                "__meta_kubernetes_pod_container_port_name": "metrics",
+                "__meta_kubernetes_pod_label_app_kubernetes_io_name": "dcgm-exporter",
+            },
+        }
+    ],
+    "keda": [],
+}
+
+
+@cache
+def scraped() -> dict[str, Any]:
+    scene = {
+        "config": rendered_config(prometheus_values(Metrics())),
+        "expositions": {"vllm": VLLM, "triton": TRITON, "dcgm": DCGM},
+        "targets": TARGETS,
+    }
+    return run_driver("tests.e2e.scrape_driver", json.dumps(scene))
+
+
+def series(name: str) -> list[dict[str, str]]:
+    return [metric for metric in scraped()["series"] if metric["__name__"] == name]
+
+
+def test_a_vllm_series_names_its_namespace_pod_endpoint_and_role() -> None:
+    (waiting,) = series("vllm:num_requests_waiting")
+    assert {key: waiting[key] for key in ("namespace", "pod", "endpoint", "role", "job", "model_name")} == {
+        "namespace": "inference",
+        "pod": "chat-decode-7d9f",
+        naming.SERIES_ENDPOINT_LABEL: "chat",
+        naming.SERIES_ROLE_LABEL: "decode",
+        "job": "inference",
+        "model_name": "Qwen/Qwen3-8B",
+    }
+
+
+def test_a_frameworks_own_label_of_the_same_name_never_wins() -> None:
+    (running,) = series("vllm:num_requests_running")
+    assert (running["endpoint"], running["exported_endpoint"]) == ("chat", "not-mine")
+
+
+def test_triton_is_scraped_at_the_port_its_annotation_names_once() -> None:
+    (count,) = series("nv_inference_count")
+    assert (count["endpoint"], count["role"], count["pod"]) == ("resnet", "server", "resnet-5c6b")
+
+
+def test_only_the_server_containers_metrics_ports_are_targets() -> None:
+    targets = sorted((up["job"], up.get("pod", "")) for up in scraped()["up"])
+    assert targets == [("dcgm-exporter", ""), ("inference", "chat-decode-7d9f"), ("inference", "resnet-5c6b")]
+
+
+def test_a_gpu_series_names_the_pod_that_holds_the_gpu_and_its_endpoint_and_role() -> None:
+    held, idle = sorted(series("DCGM_FI_DEV_GPU_UTIL"), key=lambda metric: metric["gpu"])
+    assert {key: held.get(key) for key in ("namespace", "pod", "endpoint", "role", "node")} == {
+        "namespace": "inference",
+        "pod": "chat-decode-7d9f",
+        "endpoint": "chat",
+        "role": "decode",
+        "node": "ip-10-0-0-1",
+    }
+    assert not any(key.startswith("app_kubernetes_io") for key in held)
+    assert "pod" not in idle
+    assert "endpoint" not in idle
