@@ -9,7 +9,7 @@ from components.catalog import instance_catalog, pins
 from components.platform.dcgm import POD_LABEL_ALLOWLIST, dcgm_values
 from components.platform.prometheus import DCGM_POD_LABELS
 from components.schedulability.nodes import region_nodes
-from components.schedulability.platform_pods import daemon_sets
+from components.schedulability.platform_pods import DaemonSet, daemon_sets
 from components.schedulability.platform_pods import facts as platform_facts
 from components.schedulability.quantities import amounts
 from components.spec import parse_stack_config
@@ -63,7 +63,7 @@ def test_the_recorded_scheduling_facts_are_the_charts_defaults() -> None:
     assert recorded["defaults"]["resources"]["requests"] == chart["resources"]["requests"]
 
 
-def exporters(metrics: bool) -> list[object]:
+def exporters(metrics: bool) -> list[DaemonSet]:
     spec = parse_stack_config(stack_config(region_overrides={"metrics": {"enabled": metrics}}))
     region = spec.regions[REGION]
     nodes = region_nodes(region, instance_catalog(), autoscaled=False)
