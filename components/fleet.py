@@ -61,6 +61,7 @@ class Fleet(pulumi.ComponentResource):
                     namespaces=namespaces_in(spec, region),
                     model_sources=model_sources_in(spec, region),
                     kv_endpoints=kv_endpoints_in(spec, region),
+                    leader_worker_sets=spans_nodes_in(spec, region),
                 ),
                 pulumi.ResourceOptions(parent=self, providers={"aws": args.aws_providers[region]}),
             )
@@ -136,6 +137,11 @@ def _with_global_address(values: list[Any]) -> dict[str, Any]:
 
 def namespaces_in(spec: StackSpec, region: str) -> tuple[str, ...]:
     return tuple(sorted({spec.endpoints[placement.endpoint].namespace for placement in spec.placements_in(region)}))
+
+
+def spans_nodes_in(spec: StackSpec, region: str) -> bool:
+    """Whether an endpoint of the region has a Mooncake role spanning nodes (a LeaderWorkerSet)."""
+    return any(spec.endpoints[placement.endpoint].spans_nodes for placement in spec.placements_in(region))
 
 
 def kv_endpoints_in(spec: StackSpec, region: str) -> tuple[KvEndpoint, ...]:

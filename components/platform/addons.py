@@ -62,12 +62,14 @@ def helm_release(
 ) -> k8s.helm.v3.Release:
     """A pinned chart as a Helm release named after the chart (stable object names in the cluster).
     ``skip_crds`` leaves the chart's crds/ out, for a chart whose CRDs the program applies itself."""
+    # An OCI registry is no chart repository: Helm takes the chart's full reference instead.
+    oci = chart.repo.startswith("oci://")
     return k8s.helm.v3.Release(
         name,
         name=chart.chart,
-        chart=chart.chart,
+        chart=f"{chart.repo}/{chart.chart}" if oci else chart.chart,
         version=chart.version,
-        repository_opts=k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
+        repository_opts=None if oci else k8s.helm.v3.RepositoryOptsArgs(repo=chart.repo),
         namespace=namespace,
         values=values,
         atomic=True,

@@ -14,6 +14,7 @@ from components.platform.autoscaler import ClusterAutoscaler, ClusterAutoscalerA
 from components.platform.cluster import EksCluster, EksClusterArgs
 from components.platform.cold_tier import ColdTier, ColdTierArgs
 from components.platform.identity import KvEndpoint, WorkloadIdentity, WorkloadIdentityArgs
+from components.platform.leader_worker_set import LeaderWorkerSetController, LeaderWorkerSetControllerArgs
 from components.platform.load_balancer import LoadBalancerController, LoadBalancerControllerArgs
 from components.platform.metrics import MetricsPipeline, MetricsPipelineArgs
 from components.platform.network import Network, NetworkArgs
@@ -32,6 +33,8 @@ class RegionalPlatformArgs:
     """s3:// URIs the region's endpoints load weights from."""
     kv_endpoints: tuple[KvEndpoint, ...] = ()
     """Endpoints of the region that write its cold tier, each with an IAM role of its own."""
+    leader_worker_sets: bool = False
+    """An endpoint of the region has a Mooncake role spanning nodes: LeaderWorkerSet's controller runs."""
 
 
 class RegionalPlatform(pulumi.ComponentResource):
@@ -129,6 +132,16 @@ class RegionalPlatform(pulumi.ComponentResource):
             child,
         )
 
+        groups_controller: list[pulumi.Resource] = []
+        if args.leader_worker_sets:
+            groups_controller.append(
+                LeaderWorkerSetController(
+                    naming.platform_name(region, "lws"),
+                    LeaderWorkerSetControllerArgs(region=region, kubernetes=self.kubernetes, addons=addons),
+                    child,
+                )
+            )
+
         pipeline: list[pulumi.Resource] = []
         if spec.metrics.enabled:
             pipeline.append(
@@ -165,7 +178,15 @@ class RegionalPlatform(pulumi.ComponentResource):
             child,
         )
         self.workload_role_arn = identity.role_arn
-        self.workload_dependencies = [*groups.values(), addons, autoscaler, lb_controller, identity, *pipeline]
+        self.workload_dependencies = [
+            *groups.values(),
+            addons,
+            autoscaler,
+            lb_controller,
+            identity,
+            *pipeline,
+            *groups_controller,
+        ]
         self.register_outputs(
             {
                 "cluster_name": self.cluster.cluster_name,

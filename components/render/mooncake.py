@@ -10,6 +10,7 @@ from components.render.classic import pod_disruption_budget
 from components.render.kube import pod_identity_account
 from components.render.kv_transfer import ColdTierTarget
 from components.render.mooncake_canary import canary_backend, canary_view
+from components.render.mooncake_groups import leader_worker_set, leaders_only, spans_nodes
 from components.render.mooncake_roles import (
     cold_tier_staging,
     mooncake_of,
@@ -74,12 +75,22 @@ def _set_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None, routed: 
         if routed:
             objects["route"] = route(endpoint, canary_backend=canary)
     else:
-        objects["prefill"] = prefill_stateful_set(endpoint, cold)
+        groups = {role: spans_nodes(endpoint, role) for role in ("prefill", "decode")}
+        if groups["prefill"]:
+            objects["prefill"] = leader_worker_set(endpoint, "prefill", cold)
+        else:
+            objects["prefill"] = prefill_stateful_set(endpoint, cold)
         objects["prefill-service"] = prefill_headless_service(endpoint)
         objects["prefill-disruption-budget"] = pod_disruption_budget(endpoint, "prefill")
-        objects["decode"] = role_deployment(endpoint, "decode", cold)
+        if groups["decode"]:
+            objects["decode"] = leader_worker_set(endpoint, "decode", cold)
+        else:
+            objects["decode"] = role_deployment(endpoint, "decode", cold)
         objects["decode-service"] = role_service(endpoint, "decode")
         objects["decode-disruption-budget"] = pod_disruption_budget(endpoint, "decode")
+        for role in ("prefill", "decode"):
+            # The proxy reaches a group through its leader, the one pod serving HTTP and bootstrap.
+            objects[f"{role}-service"]["spec"]["selector"].update(leaders_only(endpoint, role))
         scaling = mooncake.autoscaling
         roles: tuple[tuple[naming.Role, RoleAutoscaling | None, str], ...] = (
             ("prefill", scaling.prefill, "StatefulSet"),

@@ -19,6 +19,7 @@ from typing import Any
 
 from components import naming
 from components.render.kube import endpoint_pods, metrics_port, network_policy, scraper_rule, tcp_ports
+from components.render.mooncake_groups import spans_nodes
 from components.render.mooncake_roles import mooncake_of
 from components.render.mooncake_store import MASTER_RPC_PORT, METADATA_PORT, REAL_CLIENT_PORT, offloads_to_disk
 from components.render.placement import PlacedEndpoint
@@ -71,6 +72,15 @@ def network_policies(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
             },
         ]
     policies["policy-roles"] = _policy(endpoint, "roles", endpoint_pods(endpoint, *roles), role_rules)
+    for role in roles:
+        if spans_nodes(endpoint, role):
+            # A group's ranks talk among themselves on ports they pick (torch.distributed's store on
+            # the leader's master port, NCCL's and vLLM's sockets): every TCP port, between the pods of
+            # the role only. Policies add up, so this widens nothing for any other peer.
+            group = endpoint_pods(endpoint, role)
+            policies[f"policy-{role}-group"] = _policy(
+                endpoint, f"{role}-group", group, [{"from": [{"podSelector": group}], "ports": tcp_ports((1, 65535))}]
+            )
     if mooncake.store_enabled:
         policies["policy-store"] = _policy(
             endpoint,

@@ -40,7 +40,8 @@ def region_workloads(spec: StackSpec, region_name: str, *, surge: bool = True) -
     leaves out the pods a rolling update adds: what a cluster runs between rollouts (the cluster
     tests compare that with a real scheduler's placement of a static apply)."""
     region = spec.regions[region_name]
-    found = platform_workloads(region_name, region)
+    groups = any(spec.endpoints[placement.endpoint].spans_nodes for placement in spec.placements_in(region_name))
+    found = platform_workloads(region_name, region, leader_worker_sets=groups)
     for placement in spec.placements_in(region_name):
         objects = endpoint_objects(placed(spec, placement))
         found += workloads_of(objects.values(), endpoint=placement.endpoint)

@@ -20,6 +20,8 @@ from components.platform.dcgm import dcgm_values
 from components.platform.keda import COMPONENTS as KEDA_COMPONENTS
 from components.platform.keda import NAMESPACE as KEDA_NAMESPACE
 from components.platform.keda import keda_values
+from components.platform.leader_worker_set import NAMESPACE as LWS_NAMESPACE
+from components.platform.leader_worker_set import lws_values
 from components.platform.load_balancer import NAMESPACE as CONTROLLER_NAMESPACE
 from components.platform.load_balancer import controller_values
 from components.platform.prometheus import NAMESPACE as PROMETHEUS_NAMESPACE
@@ -139,14 +141,16 @@ def dcgm_exporter() -> DaemonSet:
     )
 
 
-def platform_workloads(region_name: str, region: Region) -> list[Workload]:
-    """Deployments of the platform that must find room on the region's untainted nodes."""
+def platform_workloads(region_name: str, region: Region, *, leader_worker_sets: bool = False) -> list[Workload]:
+    """Deployments of the platform that must find room on the region's untainted nodes;
+    ``leader_worker_sets``: a Mooncake role of the region spans nodes, so LeaderWorkerSet's
+    controller runs (components/platform/leader_worker_set.py)."""
     found = [
         _deployment(name, SYSTEM_NAMESPACE, _addon_pod(addon), addon.get("requests") or {}, int(addon["replicas"]))
         for name, addon in facts()["addons"].items()
         if addon["kind"] == "Deployment"
     ]
-    charts = (
+    charts: list[tuple[str, str, str, dict[str, Any]]] = [
         (
             "aws-load-balancer-controller",
             CONTROLLER_NAMESPACE,
@@ -159,7 +163,9 @@ def platform_workloads(region_name: str, region: Region) -> list[Workload]:
             "cluster_autoscaler",
             autoscaler_values("<cluster>", region_name, region.kubernetes_version),
         ),
-    )
+    ]
+    if leader_worker_sets:
+        charts.append(("lws-controller-manager", LWS_NAMESPACE, "lws", lws_values()))
     for name, namespace, chart, ours in charts:
         values = helm_merge(facts()["charts"][chart]["defaults"], ours)
         pod = {key: values[key] for key in ("nodeSelector", "affinity", "tolerations") if values.get(key)}

@@ -11,6 +11,7 @@ from typing import Any
 from components.schedulability.quantities import amounts
 
 WORKLOAD_KINDS = ("Deployment", "StatefulSet")
+GROUP_KIND = "LeaderWorkerSet"
 DEFAULT_MAX_SURGE = "25%"
 """Kubernetes' default for a Deployment's rolling update (apps/v1 defaults)."""
 
@@ -82,6 +83,9 @@ def workloads_of(manifests: Iterable[Mapping[str, Any]], endpoint: str | None = 
     }
     found = []
     for manifest in manifests:
+        if manifest["kind"] == GROUP_KIND:
+            found += _group_workloads(manifest, endpoint)
+            continue
         if manifest["kind"] not in WORKLOAD_KINDS:
             continue
         name = manifest["metadata"]["name"]
@@ -100,6 +104,35 @@ def workloads_of(manifests: Iterable[Mapping[str, Any]], endpoint: str | None = 
                 requests=pod_requests(pod),
                 replicas=int(replicas),
                 surge=rollout_surge(manifest, int(replicas)),
+            )
+        )
+    return found
+
+
+def _group_workloads(manifest: Mapping[str, Any], endpoint: str | None) -> list[Workload]:
+    """A LeaderWorkerSet's pods: ``replicas`` leaders and ``replicas x (size - 1)`` workers, each from
+    its own template. It rolls a group at a time without surge (rolloutStrategy's maxSurge defaults to
+    0, kubernetes-sigs/lws v0.10.0 api/leaderworkerset/v1/leaderworkerset_types.go)."""
+    spec = manifest["spec"]
+    group = spec["leaderWorkerTemplate"]
+    replicas = int(spec.get("replicas", 1))
+    name = manifest["metadata"]["name"]
+    found = []
+    for part, template, count in (
+        ("leaders", group.get("leaderTemplate") or group["workerTemplate"], replicas),
+        ("workers", group["workerTemplate"], replicas * (int(group["size"]) - 1)),
+    ):
+        pod = template["spec"]
+        found.append(
+            Workload(
+                kind=GROUP_KIND,
+                name=f"{name} ({part})",
+                namespace=manifest["metadata"].get("namespace", "default"),
+                endpoint=endpoint,
+                pod=pod,
+                requests=pod_requests(pod),
+                replicas=count,
+                surge=0,
             )
         )
     return found

@@ -246,6 +246,42 @@ def check_canary_names(endpoints: Mapping[str, Endpoint]) -> list[Problem]:
     return problems
 
 
+STATEFULSET_NAME_MAX = 52
+"""A StatefulSet's name goes into its pods' controller-revision-hash label ('<name>-<10-char hash>',
+63 characters at most)."""
+
+
+def check_group_names(endpoints: Mapping[str, Endpoint]) -> list[Problem]:
+    """A role spanning nodes is a LeaderWorkerSet '<name>-<role>'; its controller runs each group's
+    workers as a StatefulSet '<name>-<role>-<group index>' (kubernetes-sigs/lws v0.10.0
+    pkg/controllers/pod_controller.go, constructWorkerStatefulSetApplyConfiguration: named after the
+    leader pod), which must fit a StatefulSet name, for the canary set's groups too."""
+    problems = []
+    for name, endpoint in endpoints.items():
+        mooncake = endpoint.mooncake
+        if mooncake is None or not mooncake.split or mooncake.topology is None:
+            continue
+        sets = [name] + ([naming.canary_set_name(name)] if endpoint.canary is not None else [])
+        for role in SPLIT_ROLES:
+            if mooncake.roles.nodes(role) == 1:
+                continue
+            groups = [int(getattr(mooncake.topology, role))]
+            if endpoint.canary is not None and endpoint.canary.topology is not None:
+                groups.append(int(getattr(endpoint.canary.topology, role)))
+            longest = max(f"{naming.object_name(set_name, role)}-{max(groups) - 1}" for set_name in sets)
+            if len(longest) > STATEFULSET_NAME_MAX:
+                problems.append(
+                    Problem(
+                        dotted(["endpoints", name, "mooncake", "roles", role, "nodes"]),
+                        f"a role spanning nodes runs each group's workers as a StatefulSet named after its leader "
+                        f"pod, and {longest!r} is {len(longest)} characters, past the {STATEFULSET_NAME_MAX} a "
+                        f"StatefulSet name may have; shorten the endpoint's name by "
+                        f"{len(longest) - STATEFULSET_NAME_MAX}",
+                    )
+                )
+    return problems
+
+
 def place_endpoint(
     name: str,
     endpoint: Endpoint,

@@ -32,7 +32,7 @@ from components.spec.images import HEALTH_PATHS, Framework, ImageRef, framework_
 from components.spec.mooncake import Mooncake, Proxy, Topology
 from components.spec.region import CapacityType
 from components.spec.resources import Resources
-from components.spec.roles import SPLIT_ROLES, Roles
+from components.spec.roles import MULTI_NODE_FLAGS, SPLIT_ROLES, Roles
 from policy.rules import CREDENTIAL_NAME
 
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
@@ -362,6 +362,7 @@ class Endpoint(SpecModel):
             yield from self._model_rules()
             yield from self._args_rules()
             yield from self._role_args_rules()
+            yield from self._group_args_rules()
 
     def _mooncake_rules(self, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
         if self.framework != "vllm":
@@ -388,6 +389,7 @@ class Endpoint(SpecModel):
         yield from self._page_entry_rules(mooncake, ranks, role if mooncake.split else None)
         if mooncake.split:
             yield from self._kv_pair_rules(mooncake)
+            yield from self._group_rules(mooncake)
 
     def _mooncake_canary_rules(self, canary: Canary, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
         """A Mooncake endpoint's canary is a whole second set (docs/mooncake-canary.md), sized by a
@@ -523,9 +525,39 @@ class Endpoint(SpecModel):
                 if at.startswith("args"):  # env is the endpoint's, checked once with its own args
                     yield PydanticCustomError(problem.type, problem.message_template, {"at": f"{_ROLES}.{role}.{at}"})
 
+    def _group_args_rules(self) -> Iterator[PydanticCustomError]:
+        """A role spanning nodes renders its multi-node launch from ``nodes``: args must not set it."""
+        for role in SPLIT_ROLES:
+            if self.nodes(role) == 1:
+                continue
+            shape = self.mooncake.roles.shape(role) if self.mooncake is not None else None
+            where = f"{_ROLES}.{role}.args" if shape is not None and shape.args is not None else "args"
+            for index, arg in enumerate(self.role_spec(role).args):
+                name = flag_name(arg)
+                if name is not None and "--" + name.lstrip("-").replace("_", "-") in MULTI_NODE_FLAGS:
+                    yield fail(
+                        "group_flag",
+                        "{name!r} is rendered for {role}, which spans {nodes} nodes, from mooncake.roles.{role}.nodes "
+                        "(vLLM's multi-node launch, one pipeline stage per node); remove it",
+                        at=f"{where}[{index}]",
+                        name=name,
+                        role=role,
+                        nodes=self.nodes(role),
+                    )
+
     def tensor_parallel_size(self, role: str) -> int:
-        """The tensor parallelism ``role``'s server runs: one rank per GPU of its pod."""
+        """The tensor parallelism ``role``'s server runs: one rank per GPU of its pod (of each pod of a
+        group, whose nodes are its pipeline stages: ``nodes``)."""
         return max(self.role_spec(role).gpu_count, 1)
+
+    def nodes(self, role: str) -> int:
+        """The nodes (pods, pipeline stages) one instance of ``role`` spans."""
+        return self.mooncake.roles.nodes(role) if self.mooncake is not None else 1
+
+    @property
+    def spans_nodes(self) -> bool:
+        """A role of the endpoint spans nodes: it runs as LeaderWorkerSets (its canary set too)."""
+        return any(self.nodes(role) > 1 for role in SPLIT_ROLES)
 
     def _kv_pair_rules(self, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
         """Prefill and decode must lay KV out alike for the decoder to read what the prefiller wrote.
@@ -569,12 +601,51 @@ class Endpoint(SpecModel):
                 suggestion=f"{sizes[0]} and {_divisor_near(sizes[0], sizes[1])}",
             )
 
-    def _role_field(self, mooncake: Mooncake, field: str) -> str:
+    def _group_rules(self, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
+        """A role spanning nodes (``nodes`` > 1) is a LeaderWorkerSet of groups over EFA."""
+        for role in SPLIT_ROLES:
+            nodes = mooncake.roles.nodes(role)
+            if nodes == 1:
+                continue
+            if mooncake.transfer.protocol != "rdma":
+                yield fail(
+                    "group_needs_efa",
+                    "{nodes} spans nodes of an EFA group (the group's ranks and its KV move over EFA, and each pod "
+                    "takes every EFA device of its node, one pod per node); set mooncake.transfer.protocol to rdma "
+                    "and place the role on an EFA group, or set nodes to 1",
+                    at=f"{_ROLES}.{role}.nodes",
+                    nodes=nodes,
+                )
+            scaling = mooncake.autoscaling
+            if scaling.enabled and getattr(scaling, role) is not None:
+                yield fail(
+                    "group_autoscaling",
+                    "scales a Deployment or StatefulSet, but {role} spans {nodes} nodes and is a LeaderWorkerSet "
+                    "of groups sized by mooncake.topology; remove mooncake.autoscaling.{role} or set "
+                    "mooncake.roles.{role}.nodes to 1",
+                    at=f"mooncake.autoscaling.{role}",
+                    role=role,
+                    nodes=nodes,
+                )
+        spans = (mooncake.roles.nodes("prefill"), mooncake.roles.nodes("decode"))
+        if mooncake.store_enabled and spans[0] != spans[1]:
+            yield fail(
+                "group_store_stages",
+                "prefill spans {prefill} nodes and decode {decode}: each node is a pipeline stage, and the pinned "
+                "vLLM's MooncakeStoreConnector keys every stored shard by its stage (@pp_rank:<r> in PoolKey."
+                "build_prefix, vllm/distributed/kv_transfer/kv_connector/v1/mooncake/store/data.py), so a decoder "
+                "of another depth would read shards of other layers; in mode 'both' give both roles the same nodes",
+                at=self._role_field(mooncake, "nodes", default=1),
+                prefill=spans[0],
+                decode=spans[1],
+            )
+
+    def _role_field(self, mooncake: Mooncake, field: str, default: object = None) -> str:
         """Where a pair rule points: the decode role's ``field`` where a role states it (decode first),
         else the endpoint's own."""
         for role in ("decode", "prefill"):
             shape = mooncake.roles.shape(role)
-            if shape is not None and getattr(shape, field) is not None:
+            if shape is not None and getattr(shape, field) != default:
                 return f"{_ROLES}.{role}.{field}"
         return field
 

@@ -14,6 +14,9 @@ from components.spec.resources import Resources
 
 SplitRole = Literal["prefill", "decode"]
 SPLIT_ROLES: tuple[SplitRole, ...] = ("prefill", "decode")
+MULTI_NODE_FLAGS = ("--nnodes", "--node-rank", "--master-addr", "--pipeline-parallel-size", "--headless")
+"""vLLM flags (vllm/engine/arg_utils.py) a role spanning nodes renders from ``nodes``
+(components/render/mooncake_groups.py)."""
 
 
 class RoleShape(SpecModel):
@@ -29,6 +32,13 @@ class RoleShape(SpecModel):
     )
     args: tuple[str, ...] | None = items(
         "Extra server arguments of this role, instead of the endpoint's args (which it defaults to).", default=None
+    )
+    nodes: int = Field(
+        1,
+        ge=1,
+        description="Nodes one instance of this role spans: with more than 1, each instance is a LeaderWorkerSet "
+        "group of that many pods, one per node of an EFA group, running vLLM's multi-node launch (pipeline "
+        "parallelism across the nodes, tensor parallelism of gpu_count within each).",
     )
     resources: Resources = Field(
         default_factory=Resources,
@@ -53,3 +63,8 @@ class Roles(SpecModel):
         if role == "decode":
             return self.decode
         return None
+
+    def nodes(self, role: str) -> int:
+        """The nodes one instance of ``role`` spans (1 for a role without a shape)."""
+        shape = self.shape(role)
+        return shape.nodes if shape is not None else 1

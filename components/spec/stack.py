@@ -16,6 +16,7 @@ from components.spec.checks import (
     check_canary_names,
     check_derived_names,
     check_endpoint_name,
+    check_group_names,
     check_region,
     check_region_name,
     place_endpoint,
@@ -102,6 +103,7 @@ def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> S
     for name in raw_endpoints if isinstance(raw_endpoints, Mapping) else ():
         problems += check_endpoint_name(str(name))
     problems += check_canary_names(endpoints)
+    problems += check_group_names(endpoints)
     for name, endpoint in endpoints.items():
         endpoint_placements, endpoint_problems = place_endpoint(name, endpoint, declared, regions, catalog)
         placements += endpoint_placements

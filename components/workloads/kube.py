@@ -24,6 +24,10 @@ KINDS: dict[tuple[str, str], type[pulumi.CustomResource]] = {
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
 }
 
+CUSTOM_KINDS: frozenset[tuple[str, str]] = frozenset({("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")})
+"""Kinds of the CRDs the platform installs (components/platform/leader_worker_set.py), registered as
+pulumi_kubernetes CustomResources."""
+
 _UPPER = re.compile(r"(?<!^)(?=[A-Z])")
 
 
@@ -34,6 +38,15 @@ def _argument(field: str) -> str:
 
 def register(name: str, manifest: Mapping[str, Any], opts: pulumi.ResourceOptions) -> pulumi.CustomResource:
     """Register ``manifest`` (camelCase inside, as kubectl takes it) with the provider in ``opts``."""
+    if (manifest["apiVersion"], manifest["kind"]) in CUSTOM_KINDS:
+        return k8s.apiextensions.CustomResource(
+            name,
+            api_version=manifest["apiVersion"],
+            kind=manifest["kind"],
+            metadata=manifest["metadata"],
+            spec=manifest["spec"],
+            opts=opts,
+        )
     kind = KINDS[(manifest["apiVersion"], manifest["kind"])]
     arguments = {_argument(key): value for key, value in manifest.items() if key not in ("apiVersion", "kind")}
     return kind(name, opts=opts, **arguments)

@@ -17,13 +17,15 @@ import kubernetes_validate
 import pytest
 from ruamel.yaml import YAML
 
-from components.catalog import pins
+from components.catalog import chart_crds, pins
 from components.render.classic import classic_objects, namespace, workload_service_account
 from components.render.mooncake import cold_tier_target, mooncake_objects
-from components.workloads.kube import KINDS
+from components.workloads.kube import CUSTOM_KINDS, KINDS
+from tests.crd_schema import schema_problems
 from tests.unit.stack_builders import DELETE, MODEL, classic_endpoint, placed_endpoint, region, stack_config
 
 GOLDEN = Path(__file__).resolve().parent.parent / "golden"
+LWS_CRDS = chart_crds(pins().charts.lws)
 CLUSTER_VERSION = f"{pins().kubernetes.default_version}.0"
 
 PUBLIC = {
@@ -194,6 +196,12 @@ MOONCAKE_CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
         ),
         P4D_REGION,
     ),
+    # A model larger than one node: each decode instance a group of two whole p5s (pipeline stages),
+    # a LeaderWorkerSet; prefill one p5.
+    "disaggregated-rdma-2-node-decode": (
+        on_p5({"mode": "disaggregated", "topology": {"prefill": 1, "decode": 2}, "roles": {"decode": {"nodes": 2}}}),
+        None,
+    ),
     "both-tcp-stopped": (
         on_gpu({"mode": "both", "topology": {"prefill": 1, "decode": 1}}, desired_state="stopped"),
         None,
@@ -249,7 +257,30 @@ def test_every_golden_document_is_valid_for_the_cluster_version(family: str, cas
     documents = list(YAML(typ="safe", pure=True).load_all((GOLDEN / family / f"{case}.yaml").read_text()))
     assert len(documents) >= 6
     for document in documents:
+        if (document["apiVersion"], document["kind"]) in CUSTOM_KINDS:
+            continue  # held to its own CRD below
         kubernetes_validate.validate(document, CLUSTER_VERSION, strict=True)
+
+
+@pytest.mark.parametrize(("family", "case"), GOLDEN_CASES)
+def test_every_custom_object_is_valid_for_its_pinned_crd(family: str, case: str) -> None:
+    """LeaderWorkerSets against the vendored LWS CRD (config/pins.yaml charts.lws), and the pod
+    templates inside them against Kubernetes' own PodTemplateSpec schema."""
+    documents = list(YAML(typ="safe", pure=True).load_all((GOLDEN / family / f"{case}.yaml").read_text()))
+    crds = {
+        (f"{crd['spec']['group']}/{version['name']}", crd["spec"]["names"]["kind"]): crd
+        for crd in LWS_CRDS
+        for version in crd["spec"]["versions"]
+    }
+    for document in documents:
+        key = (document["apiVersion"], document["kind"])
+        if key not in CUSTOM_KINDS:
+            continue
+        assert schema_problems(crds[key], document) == []
+        group = document["spec"]["leaderWorkerTemplate"]
+        for part in ("leaderTemplate", "workerTemplate"):
+            template = {"apiVersion": "v1", "kind": "PodTemplate", "metadata": {"name": "t"}, "template": group[part]}
+            kubernetes_validate.validate(template, CLUSTER_VERSION, strict=True)
 
 
 def test_strict_validation_rejects_a_misspelt_field() -> None:
@@ -263,7 +294,7 @@ def test_strict_validation_rejects_a_misspelt_field() -> None:
 @pytest.mark.parametrize(("family", "case"), GOLDEN_CASES)
 def test_every_rendered_kind_has_a_typed_pulumi_resource(family: str, case: str) -> None:
     for document in rendered(family, case):
-        assert (document["apiVersion"], document["kind"]) in KINDS
+        assert (document["apiVersion"], document["kind"]) in KINDS.keys() | CUSTOM_KINDS
 
 
 @pytest.mark.parametrize(("family", "case"), GOLDEN_CASES)
@@ -304,11 +335,22 @@ SERVER_CONTAINERS = ("Deployment", "StatefulSet")
 def test_every_mooncake_role_loads_the_same_model_under_the_same_served_name(case: str) -> None:
     """The proxy forwards the client's model to prefill and decode alike: every vLLM role must answer to it."""
     model = MOONCAKE_CASES[case][0]["model"]
+    templates = [
+        template
+        for document in rendered("mooncake", case)
+        for template in (
+            [document["spec"]["template"]]
+            if document["kind"] in SERVER_CONTAINERS
+            else list(document["spec"]["leaderWorkerTemplate"].values())
+            if document["kind"] == "LeaderWorkerSet"
+            else []
+        )
+        if isinstance(template, dict)
+    ]
     servers = [
         container
-        for document in rendered("mooncake", case)
-        if document["kind"] in SERVER_CONTAINERS
-        for container in document["spec"]["template"]["spec"]["containers"]
+        for template in templates
+        for container in template["spec"]["containers"]
         if container["name"] == "server"
     ]
     assert servers

@@ -250,9 +250,9 @@ def test_a_layout_flag_stated_alike_in_both_roles_pairs() -> None:
             "must be an integer >= 1, got 0",
         ),
         (
-            roles(decode={"nodes": 2}),
-            "endpoints.chat.mooncake.roles.decode.nodes",
-            "unknown key; allowed keys: gpu_count, node_group, args, resources",
+            roles(decode={"gpus": 2}),
+            "endpoints.chat.mooncake.roles.decode.gpus",
+            "unknown key; allowed keys: gpu_count, node_group, args, nodes, resources",
         ),
         (
             roles(prefill={"gpu_count": 4}, mode="store", topology=None),

@@ -1,0 +1,79 @@
+"""LeaderWorkerSet's controller, in a region where a Mooncake role spans nodes
+(components/render/mooncake_groups.py): its CRDs, applied by the program, and its chart
+(config/pins.yaml charts.lws), which runs the controller and its webhooks."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pulumi
+import pulumi_kubernetes as k8s
+
+from components import naming
+from components.catalog import chart_crds, pins
+from components.platform.addons import helm_release
+from components.platform.load_balancer import PATCH_FORCE
+
+NAMESPACE = "lws-system"
+"""Where the vendored CRDs' conversion webhook points (service lws-webhook-service, the name the chart
+gives it: charts/lws/templates/webhook/service.yaml)."""
+
+
+def lws_values() -> dict[str, Any]:
+    """The chart's values.yaml points the manager image at tag ``main``, pulled Always; the release's
+    own tag instead (the chart's appVersion), pulled once."""
+    return {"image": {"manager": {"tag": f"v{pins().charts.lws.version}", "pullPolicy": "IfNotPresent"}}}
+
+
+def lws_crds() -> list[dict[str, Any]]:
+    """The pinned release's CRDs, labelled with the version they came from; ``patchForce`` as for the
+    load balancer controller's (components/platform/load_balancer.py controller_crds)."""
+    chart = pins().charts.lws
+    crds = chart_crds(chart)
+    for crd in crds:
+        metadata = crd["metadata"]
+        version = {"app.kubernetes.io/version": chart.version}
+        metadata["labels"] = {**metadata.get("labels", {}), **naming.fleet_labels(), **version}
+        metadata["annotations"] = {**metadata.get("annotations", {}), PATCH_FORCE: "true"}
+    return crds
+
+
+@dataclass(frozen=True)
+class LeaderWorkerSetControllerArgs:
+    region: str
+    kubernetes: k8s.Provider
+    addons: pulumi.Resource
+
+
+class LeaderWorkerSetController(pulumi.ComponentResource):
+    def __init__(
+        self, name: str, args: LeaderWorkerSetControllerArgs, opts: pulumi.ResourceOptions | None = None
+    ) -> None:
+        super().__init__("inference-fleet:platform:LeaderWorkerSetController", name, None, opts)
+        region = args.region
+        # Deleting a CRD deletes every object of its kind: a CRD that leaves the stack stays.
+        crd_opts = pulumi.ResourceOptions(parent=self, provider=args.kubernetes, retain_on_delete=True)
+        crds = [
+            k8s.apiextensions.v1.CustomResourceDefinition(
+                naming.platform_name(region, "lws", crd["metadata"]["name"]),
+                metadata=crd["metadata"],
+                spec=crd["spec"],
+                opts=crd_opts,
+            )
+            for crd in lws_crds()
+        ]
+        namespace = k8s.core.v1.Namespace(
+            naming.platform_name(region, "lws-namespace"),
+            metadata={"name": NAMESPACE, "labels": naming.fleet_labels()},
+            opts=pulumi.ResourceOptions(parent=self, provider=args.kubernetes),
+        )
+        helm_release(
+            naming.platform_name(region, "lws"),
+            pins().charts.lws,
+            lws_values(),
+            NAMESPACE,
+            pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[args.addons, namespace, *crds]),
+            skip_crds=True,
+        )
+        self.register_outputs({})
