@@ -132,6 +132,7 @@ class ChartPins(_Data):
     lws: Chart
     prometheus: Chart
     dcgm_exporter: Chart
+    grafana: Chart
 
 
 class Pins(_Data):

@@ -201,6 +201,13 @@ SCRAPER_LABELS = {"app.kubernetes.io/name": "prometheus", "app.kubernetes.io/com
 the only pods NetworkPolicies let reach an inference pod's metrics port."""
 
 
+DASHBOARD_LABEL = ("grafana_dashboard", "1")
+"""A ConfigMap in ``METRICS_NAMESPACE`` with this label is loaded by the region's Grafana as dashboards
+(each key a dashboard's JSON)."""
+DASHBOARD_DATASOURCE_UID = "prometheus"
+"""The uid of the region's Prometheus as a Grafana data source, for dashboards to name."""
+
+
 def prometheus_query_url() -> str:
     """The in-cluster Prometheus the region's scalers and dashboards query."""
     return f"http://{PROMETHEUS_SERVICE}.{METRICS_NAMESPACE}.svc.cluster.local:{PROMETHEUS_PORT}"

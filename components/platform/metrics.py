@@ -1,6 +1,6 @@
 """The region's metrics pipeline (docs/metrics.md): its namespace, KEDA and its CRDs, Prometheus,
-the DCGM exporter on NVIDIA nodes. Created only where ``regions.<r>.metrics.enabled`` (resolved by
-components/spec/stack.py) is true."""
+the DCGM exporter on NVIDIA nodes, Grafana. Created only where ``regions.<r>.metrics.enabled``
+(resolved by components/spec/stack.py) is true."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from components import naming
 from components.catalog import pins
 from components.platform.addons import helm_release
 from components.platform.dcgm import dcgm_values
+from components.platform.grafana import grafana_values
 from components.platform.keda import NAMESPACE, keda_crds, keda_values
 from components.platform.prometheus import prometheus_values
 from components.spec.metrics import Metrics
@@ -77,6 +78,15 @@ class MetricsPipeline(pulumi.ComponentResource):
                 naming.platform_name(region, "dcgm-exporter"),
                 pins().charts.dcgm_exporter,
                 dcgm_values(),
+                NAMESPACE,
+                pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[namespace, args.addons]),
+            )
+        self.grafana = None
+        if args.settings.grafana:
+            self.grafana = helm_release(
+                naming.platform_name(region, "grafana"),
+                pins().charts.grafana,
+                grafana_values(),
                 NAMESPACE,
                 pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[namespace, args.addons]),
             )

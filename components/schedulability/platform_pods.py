@@ -1,12 +1,13 @@
 """The platform's own pods in a region: the DaemonSets every node runs (EKS add-ons, and the
 device plugins that make a node advertise its GPUs and EFA devices) and the Deployments
 that need an untainted node (CoreDNS, the load balancer controller, the cluster autoscaler, and
-where the region's metrics pipeline runs, KEDA and Prometheus). Device plugins are
+where the region's metrics pipeline runs, KEDA, Prometheus and Grafana). Device plugins are
 rendered from the chart defaults recorded in config/platform_pods.yaml merged with the
 values we pass, as Helm merges them, so a value we change is a value the check sees."""
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import cache
@@ -17,6 +18,8 @@ from components.platform.addons import efa_plugin_values, nvidia_plugin_values
 from components.platform.autoscaler import NAMESPACE as AUTOSCALER_NAMESPACE
 from components.platform.autoscaler import autoscaler_values
 from components.platform.dcgm import dcgm_values
+from components.platform.grafana import NAMESPACE as GRAFANA_NAMESPACE
+from components.platform.grafana import grafana_values
 from components.platform.keda import COMPONENTS as KEDA_COMPONENTS
 from components.platform.keda import NAMESPACE as KEDA_NAMESPACE
 from components.platform.keda import keda_values
@@ -174,7 +177,21 @@ def platform_workloads(region_name: str, region: Region, *, leader_worker_sets: 
     if region.metrics.enabled:
         found += keda_deployments()
         found.append(prometheus_server(region))
+        if region.metrics.grafana:
+            found.append(grafana())
     return found
+
+
+def grafana() -> Workload:
+    """Grafana's pod: its own container and the dashboard sidecar's, their requests added."""
+    values = helm_merge(facts()["charts"]["grafana"]["defaults"], grafana_values())
+    pod = {key: values[key] for key in ("nodeSelector", "affinity", "tolerations") if values.get(key)}
+    requests: dict[str, int] = {}
+    for resources in (values.get("resources"), values["sidecar"].get("resources")):
+        for resource, value in amounts((resources or {}).get("requests") or {}).items():
+            requests[resource] = requests.get(resource, 0) + value
+    workload = _deployment("grafana", GRAFANA_NAMESPACE, pod, {}, int(values["replicas"]))
+    return dataclasses.replace(workload, requests=requests)
 
 
 def prometheus_server(region: Region) -> Workload:

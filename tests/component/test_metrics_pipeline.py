@@ -93,3 +93,15 @@ def test_the_dcgm_exporter_runs_on_the_regions_nvidia_nodes(region: str) -> None
         if r["inputs"]["chart"] == "nvidia-device-plugin" and region_of(r, by_urn) == region
     )
     assert plugin["urn"] in release["options"]["dependsOn"]
+
+
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_grafana_is_installed_with_prometheus_as_its_source(region: str) -> None:
+    plan = example_plan("prod")
+    (pipeline,) = pipeline_of(plan, region)
+    (release,) = [r for r in children(plan, pipeline, RELEASE) if r["inputs"]["chart"] == "grafana"]
+    assert release["name"] == f"{region}-grafana"
+    assert (release["inputs"]["version"], release["inputs"]["namespace"]) == ("12.11.1", naming.METRICS_NAMESPACE)
+    (source,) = release["inputs"]["values"]["datasources"]["datasources.yaml"]["datasources"]
+    assert source["url"] == naming.prometheus_query_url()
+    assert "adminPassword" not in release["inputs"]["values"]
