@@ -19,7 +19,7 @@ from components.render.proxy import PROXY_PORT
 from components.spec import SpecError
 from tests.network_policies import Pod, admitted
 
-from .stack_builders import DELETE, MODEL, classic_endpoint, placed_endpoint, stack_config
+from .stack_builders import DELETE, MODEL, classic_endpoint, mooncake_endpoint, placed_endpoint, stack_config
 
 TCP_GPU = {"model": MODEL, "node_group": "gpu", "gpu_count": 2}
 TRITON = {
@@ -43,6 +43,9 @@ ENDPOINTS = {
     "disaggregated": mooncake("disaggregated"),
     "both": mooncake("both", canary={"image": "vllm/vllm-openai:v0.34.0", "weight": 10}),
     "store": mooncake("store"),
+    "two-node-decode": mooncake_endpoint(
+        {"node_group": "p5", "gpu_count": 8, "mooncake": {"roles": {"decode": {"nodes": 2}}}}
+    ),
 }
 SCRAPER = Pod(naming.METRICS_NAMESPACE, {**naming.SCRAPER_LABELS, "app.kubernetes.io/instance": "prometheus"})
 OTHERS = {
@@ -62,6 +65,15 @@ def rendered(case: str) -> tuple[list[dict[str, Any]], dict[str, tuple[Pod, dict
         for o in objects
         if o["kind"] in ("Deployment", "StatefulSet")
     }
+    for group in (o for o in objects if o["kind"] == "LeaderWorkerSet"):
+        # A role across nodes: its leaders serve the API and metrics; its workers run headless.
+        for part in ("leaderTemplate", "workerTemplate"):
+            template = group["spec"]["leaderWorkerTemplate"][part]
+            name = f"{group['metadata']['name']}-{part}"
+            pods[name] = (
+                Pod(group["metadata"]["namespace"], template["metadata"]["labels"]),
+                {"spec": {"template": template}},
+            )
     return policies, pods, metrics_port(endpoint)
 
 
@@ -126,8 +138,10 @@ def test_prometheus_scrapes_the_port_the_policies_open(case: str) -> None:
             continue
         annotation = template["metadata"].get("annotations", {}).get(naming.METRICS_PORT_ANNOTATION)
         (server,) = [c for c in template["spec"]["containers"] if c["name"] == "server"]
-        http = next(p["containerPort"] for p in server["ports"] if p["name"] == PORT_NAME)
-        assert (int(annotation) if annotation else http) == port
+        http = [p["containerPort"] for p in server["ports"] if p["name"] == PORT_NAME]
+        if not http:
+            continue  # a headless worker of a group: no http port, so no target (only leaders are scraped)
+        assert (int(annotation) if annotation else http[0]) == port
 
 
 def test_a_triton_server_on_its_metrics_port_is_refused_naming_the_field() -> None:
@@ -136,3 +150,16 @@ def test_a_triton_server_on_its_metrics_port_is_refused_naming_the_field() -> No
     (problem,) = error.value.problems
     assert problem.path == "endpoints.chat.port"
     assert "8002 is where triton serves its metrics; give the server another port" in problem.message
+
+
+def test_a_role_across_nodes_is_scraped_at_its_leaders_only() -> None:
+    """Workers run headless (no http port, so the inference job keeps none of their targets);
+    the policies still admit the scraper to every pod of the role, leader or worker."""
+    policies, pods, port = rendered("two-node-decode")
+    leader, _ = pods["chat-decode-leaderTemplate"]
+    worker, workload = pods["chat-decode-workerTemplate"]
+    (server,) = workload["spec"]["template"]["spec"]["containers"]
+    assert PORT_NAME not in {p["name"] for p in server["ports"]}
+    for target in (leader, worker):
+        assert admitted(policies, SCRAPER, target, port)
+        assert not admitted(policies, Pod("default", {"app": "bystander"}), target, port)
