@@ -155,7 +155,8 @@ class Canary(SpecModel):
     topology: Topology | None = Field(
         None,
         description="XpYd counts of a split Mooncake endpoint's canary set (its own prefill, decode, proxy and "
-        "store master, named <name>-canary-*); defaults to mooncake.topology. The set is never autoscaled.",
+        "store master, named <name>-canary-*); each count defaults to mooncake.topology's. The set is never "
+        "autoscaled.",
     )
 
 
@@ -267,11 +268,18 @@ class Endpoint(SpecModel):
         replicas = self.replicas
         if replicas is None and mooncake is None:
             replicas = 1
+        canary = self.canary
+        if canary is not None and canary.topology is not None and mooncake is not None and mooncake.topology:
+            # Count by count, a canary's topology is the endpoint's unless it gives its own.
+            given = canary.topology.model_fields_set
+            counts = {key: getattr(mooncake.topology, key) for key in Topology.model_fields if key not in given}
+            canary = canary.model_copy(update={"topology": canary.topology.model_copy(update=counts)})
         return self.model_copy(
             update={
                 "image": image,
                 "framework": framework,
                 "replicas": replicas,
+                "canary": canary,
                 "health_check_path": health_check_path,
                 "mooncake": mooncake,
                 "resources": resources,

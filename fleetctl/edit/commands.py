@@ -98,6 +98,9 @@ def add_commands(commands: Subcommands) -> None:
     topology_set = leaf(topology, "set", "topology set", _topology, "set the XpYd topology")
     topology_set.add_argument("--prefill", type=int, metavar="X", help="prefill instances (kept when not given)")
     topology_set.add_argument("--decode", type=int, metavar="Y", help="decode instances (kept when not given)")
+    topology_set.add_argument(
+        "--canary", action="store_true", help="set the canary set's topology (canary.topology) instead"
+    )
 
     store = group("store", "the Mooncake KV-cache store of an endpoint")
     configure = leaf(store, "configure", "store configure", _store, "configure the store")
@@ -136,11 +139,13 @@ def add_commands(commands: Subcommands) -> None:
         parser.set_defaults(edit=_dial(dial), edit_label=f"region {action}")
         parser.add_argument("name", metavar="REGION", help="a region of the stack, e.g. eu-west-1")
 
-    canary = group("canary", "a weighted canary of a classic endpoint")
+    canary = group("canary", "a weighted canary (of a Mooncake endpoint: a whole second set, <name>-canary-*)")
     start = leaf(canary, "start", "canary start", _canary_start, "start a canary")
     start.add_argument("--image", required=True, help="the canary's image reference")
     start.add_argument("--weight", required=True, type=int, metavar="W", help="percent of traffic, 1-99")
-    start.add_argument("--replicas", type=int, metavar="R", help="canary pods (default 1)")
+    start.add_argument("--replicas", type=int, metavar="R", help="canary pods of a classic endpoint (default 1)")
+    start.add_argument("--prefill", type=int, metavar="X", help="a Mooncake canary set's prefill instances")
+    start.add_argument("--decode", type=int, metavar="Y", help="a Mooncake canary set's decode instances")
     leaf(canary, "weight", "canary weight", _canary_weight, "move the canary's weight").add_argument(
         "weight", metavar="W", type=int, help="percent of traffic, 1-99"
     )
@@ -201,7 +206,11 @@ def _scale(arguments: argparse.Namespace) -> Operation:
 
 def _topology(arguments: argparse.Namespace) -> Operation:
     return functools.partial(
-        operations.set_topology, name=arguments.name, prefill=arguments.prefill, decode=arguments.decode
+        operations.set_topology,
+        name=arguments.name,
+        prefill=arguments.prefill,
+        decode=arguments.decode,
+        canary=arguments.canary,
     )
 
 
@@ -240,6 +249,8 @@ def _canary_start(arguments: argparse.Namespace) -> Operation:
         image=arguments.image,
         weight=arguments.weight,
         replicas=arguments.replicas,
+        prefill=arguments.prefill,
+        decode=arguments.decode,
     )
 
 

@@ -8,7 +8,7 @@ messages are those of ``fleetctl validate``. Nothing here reads or writes files.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic_core import PydanticCustomError
@@ -225,8 +225,11 @@ def scale(config: CommentedMap, name: str, replicas: int) -> list[str]:
     return []
 
 
-def set_topology(config: CommentedMap, name: str, *, prefill: int | None, decode: int | None) -> list[str]:
-    path: list[str | int] = ["endpoints", name, "mooncake", "topology"]
+def set_topology(
+    config: CommentedMap, name: str, *, prefill: int | None, decode: int | None, canary: bool = False
+) -> list[str]:
+    """The endpoint's XpYd, or with ``canary`` its canary set's (each count not given stays what it is)."""
+    path: list[str | int] = ["endpoints", name, "canary" if canary else "mooncake", "topology"]
     if prefill is None and decode is None:
         raise _refuse(path, "nothing to set: give --prefill, --decode or both")
     endpoint = _endpoint(config, name)
@@ -234,10 +237,11 @@ def set_topology(config: CommentedMap, name: str, *, prefill: int | None, decode
     mode = mooncake.get("mode")
     if mode not in SPLIT_MODES:
         raise _refuse(path, f"mode {mode!r} has no prefill/decode topology; only 'disaggregated' and 'both' do")
-    topology = mooncake.get("topology")
+    owner, order = (_canary(endpoint, name), CANARY_ORDER) if canary else (mooncake, MOONCAKE_ORDER)
+    topology = owner.get("topology")
     if topology is None:
         topology = flow_map({})
-        set_entry(mooncake, "topology", topology, MOONCAKE_ORDER)
+        set_entry(owner, "topology", topology, order)
     if not isinstance(topology, CommentedMap):
         raise _refuse(path, "is not a mapping; fix it by hand (fleetctl validate shows how)")
     for key, count in (("prefill", prefill), ("decode", decode)):
@@ -499,10 +503,30 @@ def _check_declared(config: CommentedMap, path: Sequence[str | int], region: str
 # Canaries.
 
 
-def start_canary(config: CommentedMap, name: str, *, image: str, weight: int, replicas: int | None = None) -> list[str]:
+def start_canary(
+    config: CommentedMap,
+    name: str,
+    *,
+    image: str,
+    weight: int,
+    replicas: int | None = None,
+    prefill: int | None = None,
+    decode: int | None = None,
+) -> list[str]:
+    """A classic endpoint's canary (``replicas``), or a Mooncake endpoint's canary set (its
+    ``prefill`` and ``decode`` counts, each the endpoint's when not given). A split endpoint's canary is
+    written with both counts, so a later topology edit of the endpoint leaves the canary's as it started."""
     endpoint = _endpoint(config, name)
     current = endpoint.get("canary")
-    if isinstance(current, CommentedMap) and _same_canary(current, image.strip(), weight, replicas):
+    counts: dict[str, Any] = {
+        key: count for key, count in (("prefill", prefill), ("decode", decode)) if count is not None
+    }
+    mooncake = endpoint.get("mooncake")
+    topology = mooncake.get("topology") if isinstance(mooncake, CommentedMap) else None
+    if isinstance(mooncake, CommentedMap) and mooncake.get("mode") in SPLIT_MODES and isinstance(topology, Mapping):
+        defaults = {key: field.default for key, field in Topology.model_fields.items()}
+        counts = {key: counts.get(key, topology.get(key, defaults[key])) for key in TOPOLOGY_ORDER}
+    if isinstance(current, CommentedMap) and _same_canary(current, image.strip(), weight, replicas, counts):
         return [f"{name} already has this canary"]
     if current is not None:
         described = (
@@ -519,15 +543,20 @@ def start_canary(config: CommentedMap, name: str, *, image: str, weight: int, re
     canary["weight"] = weight
     if replicas is not None:
         canary["replicas"] = replicas
+    if counts:
+        canary["topology"] = flow_map(counts)
     set_entry(endpoint, "canary", canary, ENDPOINT_ORDER)
     return []
 
 
-def _same_canary(canary: CommentedMap, image: str, weight: int, replicas: int | None) -> bool:
-    """The canary is the one asked for (the replicas only when they are asked for)."""
+def _same_canary(canary: CommentedMap, image: str, weight: int, replicas: int | None, counts: dict[str, int]) -> bool:
+    """The canary is the one asked for (the replicas and counts only when they are asked for)."""
     fields = Canary.model_fields
     same = str(canary.get("image", "")).strip() == image and canary.get("weight", fields["weight"].default) == weight
-    return same and (replicas is None or canary.get("replicas", fields["replicas"].default) == replicas)
+    topology = canary.get("topology")
+    given = topology if isinstance(topology, CommentedMap) else {}
+    same_counts = all(given.get(key) == count for key, count in counts.items())
+    return same and same_counts and (replicas is None or canary.get("replicas", fields["replicas"].default) == replicas)
 
 
 def _canary(endpoint: CommentedMap, name: str) -> CommentedMap:

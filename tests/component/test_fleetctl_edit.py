@@ -187,6 +187,10 @@ ACCEPTED = {
             "-          decode:                   # memory-bound: one GPU (TP 1; 1 divides 2, as the connector needs)",
             "-            gpu_count: 1",
             '-            args: [--max-num-seqs, "256"]',
+            "-      canary:                       # a second set, chat-pd-canary-*, with 10% of the traffic",
+            "-        image: vllm/vllm-openai:v0.34.0",
+            "-        weight: 10",
+            "-        topology: {prefill: 1, decode: 1}   # its own, so resizing chat-pd leaves it alone",
         ],
     ),
     "scale": ("dev", ["scale", "assistant", "3"], ["-      replicas: 1", "+      replicas: 3"]),
@@ -473,7 +477,7 @@ REFUSED = {
     "scale beyond the node group": (
         "dev",
         ["scale", "assistant", "13"],
-        "regions.us-west-2.node_groups.gpu: cannot hold the 19 pods that can only run on it",
+        "regions.us-west-2.node_groups.gpu: cannot hold the 22 pods that can only run on it",
     ),
     "scale an unknown endpoint": ("dev", ["scale", "nope", "1"], "endpoints.nope: no such endpoint"),
     "topology of a classic endpoint": ("dev", ["topology", "set", "assistant", "--prefill", "2"], "classic endpoint"),
@@ -541,10 +545,16 @@ REFUSED = {
         ["region", "remove", "gamma", "us-east-1"],
         "remove the endpoint instead",
     ),
-    "canary on a Mooncake endpoint": (
-        "prod",
-        ["canary", "start", "chat", "--image", NEW_VLLM, "--weight", "5"],
-        "not supported on Mooncake endpoints",
+    "canary replicas on a Mooncake endpoint": (
+        "dev",
+        ["canary", "start", "kv-cache", "--image", NEW_VLLM, "--weight", "5", "--replicas", "2"],
+        "endpoints.kv-cache.canary.replicas: is for a classic endpoint's canary; a Mooncake canary is a whole "
+        "prefill/decode/proxy set",
+    ),
+    "canary topology of a store endpoint": (
+        "dev",
+        ["topology", "set", "kv-cache", "--canary", "--prefill", "2"],
+        "mode 'store' has no prefill/decode topology",
     ),
     "a second canary": (
         "prod",
@@ -626,7 +636,7 @@ def test_a_rejected_edit_prints_what_validate_would_print_for_the_result(
     path = copy_stack(tmp_path, "dev")
     assert fleetctl(["topology", "set", "chat-pd", "--prefill", "0"], path) == 1
     refused = capsys.readouterr().err
-    path.write_text(path.read_text().replace("{prefill: 1, decode: 1}", "{prefill: 0, decode: 1}"))
+    path.write_text(path.read_text().replace("{prefill: 1, decode: 1}", "{prefill: 0, decode: 1}", 1))
     assert main(["validate", "--stack-file", str(path)]) == 1
     assert capsys.readouterr().err == refused
 

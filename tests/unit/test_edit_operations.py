@@ -229,3 +229,48 @@ def test_a_removed_endpoint_is_one_change_holding_all_of_it() -> None:
     assert [record.as_json() for record in change] == [
         {"path": "endpoints.a", "action": "removed", "before": {"image": "x"}}
     ]
+
+
+PD_STACK = """\
+config:
+  inference-fleet:endpoints:
+    pd:
+      mooncake:
+        mode: disaggregated
+        topology: {prefill: 2, decode: 2}
+"""
+
+
+def test_a_mooncake_canary_starts_with_the_counts_given_or_the_endpoints_and_a_topology_edit_sizes_it() -> None:
+    def start(root: CommentedMap) -> None:
+        operations.start_canary(root["config"], "pd", image="v:2", weight=5, prefill=1)
+
+    started = edited(PD_STACK, start)
+    canary = "      canary:\n        image: v:2\n        weight: 5\n        topology: {prefill: 1, decode: 2}\n"
+    assert started == PD_STACK.replace("      mooncake:\n", canary + "      mooncake:\n")
+
+    def resize(root: CommentedMap) -> None:
+        assert operations.set_topology(root["config"], "pd", prefill=None, decode=3, canary=True) == []
+
+    assert edited(started, resize) == started.replace("{prefill: 1, decode: 2}", "{prefill: 1, decode: 3}")
+
+
+def test_the_same_mooncake_canary_asked_again_is_no_change_and_another_count_is_refused() -> None:
+    config = round_trip_yaml(Indentation()).load(PD_STACK)["config"]
+    assert operations.start_canary(config, "pd", image="v:2", weight=5, decode=1) == []
+    assert operations.start_canary(config, "pd", image="v:2", weight=5, decode=1) == ["pd already has this canary"]
+    with pytest.raises(EditError) as refused:
+        operations.start_canary(config, "pd", image="v:2", weight=5, decode=2)
+    assert "already exists" in str(refused.value)
+
+
+def test_a_canary_topology_edit_needs_a_canary_and_a_split_mode() -> None:
+    config = round_trip_yaml(Indentation()).load(PD_STACK)["config"]
+    with pytest.raises(EditError) as refused:
+        operations.set_topology(config, "pd", prefill=1, decode=None, canary=True)
+    assert [problem.path for problem in refused.value.problems] == ["endpoints.pd.canary"]
+    store = round_trip_yaml(Indentation()).load(STORE_STACK)["config"]
+    store["inference-fleet:endpoints"]["kv"]["mooncake"]["mode"] = "store"
+    with pytest.raises(EditError) as refused:
+        operations.set_topology(store, "kv", prefill=1, decode=None, canary=True)
+    assert [problem.path for problem in refused.value.problems] == ["endpoints.kv.canary.topology"]

@@ -421,3 +421,11 @@ def test_a_mooncake_canary_fits_an_endpoint_name_of_37_characters() -> None:
     stateful = [m["metadata"]["name"] for m in objects.values() if m["kind"] == "StatefulSet"]
     assert max(len(n) for n in stateful) == 52
     assert name in spec.endpoints
+
+
+def test_a_canary_topology_takes_each_count_it_does_not_give_from_the_endpoint() -> None:
+    config = split("both", topology={"decode": 3})
+    canary = parse_stack_config(config).endpoints["chat"].canary
+    assert canary is not None
+    assert canary.topology is not None
+    assert (canary.topology.prefill, canary.topology.decode) == (2, 3)
