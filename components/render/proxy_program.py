@@ -18,7 +18,8 @@ autoscaler adds or removes are found like any other. A pod takes requests while 
 engine a new id at every start, so the ids are read again at every refresh, and at once
 after a prefill or decode fails. ``/health`` is 200 only while at least one prefill engine
 and the decode Service answer, so Kubernetes and the load balancer take a proxy that
-cannot serve out of rotation.
+cannot serve out of rotation. Its body also says how many requests decode has answered through
+this process (``answered``), which ``fleetctl verify`` reads to measure a canary set's share.
 """
 
 from __future__ import annotations
@@ -194,6 +195,8 @@ class Proxy:
         self.peers = peers
         self.session = session
         self.key = os.environ.get("VLLM_API_KEY")
+        self.answered = 0
+        """Requests whose decode answer this process relayed, since it started."""
 
     def headers(self, request_id: str) -> dict[str, str]:
         headers = {"X-Request-Id": request_id}
@@ -202,7 +205,8 @@ class Proxy:
         return headers
 
     async def health(self, request: web.Request) -> web.Response:
-        return web.json_response(self.peers.state(), status=200 if self.peers.ready else 503)
+        state = {**self.peers.state(), "answered": self.answered}
+        return web.json_response(state, status=200 if self.peers.ready else 503)
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
         try:
@@ -244,6 +248,7 @@ class Proxy:
                 retried = True
                 LOG.warning("prefill %s restarted under request %s: prefilling again", engine.host, request_id)
                 continue
+            self.answered += 1
             return await self.relay(request, answer)
 
     async def prefill(self, path: str, body: dict[str, Any], request_id: str) -> Engine | web.Response:

@@ -21,6 +21,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from components.naming import canary_set_name
 from components.render.proxy import PROXY_HEALTH_PATH
 from components.spec import Endpoint, StackSpec
 from components.spec.errors import ProblemsError
@@ -223,22 +224,32 @@ def cluster_checks(
     triton: TritonModel,
     arguments: argparse.Namespace,
 ) -> list[Check]:
-    """The checks that read the pods: the canary's share, Mooncake's KV evidence."""
-    wanted: list[tuple[str, Callable[[Target], str]]] = []
+    """The checks that read the pods: the canary's share, Mooncake's KV evidence (of each set, when
+    a Mooncake endpoint runs a canary set: its own checks, named ``canary ...``)."""
+    wanted: list[tuple[str, Callable[[Target], str], str]] = []
     if endpoint.canary is not None:
-        wanted.append(("canary share", lambda target: canary_share(target, arguments.canary_requests, triton)))
+        share = partial(canary_share, requests=arguments.canary_requests, triton=triton)
+        wanted.append(("canary share", share, name))
     mooncake = endpoint.mooncake
     if mooncake is not None:
-        if mooncake.split:
-            wanted.append(("kv transfer", kv_transfer))
-        if mooncake.store_enabled:
-            wanted.append(("kv store", kv_store))
-        if "rdma" in engine_protocols(endpoint):
-            wanted.append(("kv transport", kv_transport))
+        sets = [("", name)]
+        if endpoint.canary is not None:
+            sets.append(("canary ", canary_set_name(name)))
+        for prefix, set_name in sets:
+            if mooncake.split:
+                wanted.append((f"{prefix}kv transfer", kv_transfer, set_name))
+            if mooncake.store_enabled:
+                wanted.append((f"{prefix}kv store", kv_store, set_name))
+            if "rdma" in engine_protocols(endpoint):
+                wanted.append((f"{prefix}kv transport", kv_transport, set_name))
+    # With a canary set the route sends a request to either set: each set's is sent to its own entry pod.
+    direct = mooncake is not None and endpoint.canary is not None
     checks: list[Check] = []
-    for check, action in wanted:
+    for check, action, set_name in wanted:
         try:
-            target = Target(name, region, endpoint, address, model, cluster(), client, arguments.log_wait)
+            target = Target(
+                set_name, region, endpoint, address, model, cluster(), client, arguments.log_wait, direct=direct
+            )
             checks.append(Check(name, region, check, "passed", action(target)))
         except UnverifiedError as reason:
             checks.append(Check(name, region, check, "unverified", str(reason)))

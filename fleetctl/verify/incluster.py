@@ -3,11 +3,16 @@ share), and whether KV really moved through Mooncake (and over the intended tran
 
 The pods are reached through the Kubernetes API: metrics by the API server's pod proxy on the
 server port (the one port every classic endpoint's NetworkPolicy opens), logs through the
-kubelet (which no NetworkPolicy sees). Each check raises CheckError naming what was wrong, or
-UnverifiedError when what it needs does not exist."""
+kubelet (which no NetworkPolicy sees). A split Mooncake endpoint's share is counted at its
+proxies (their /health says how many answers they relayed; the proxy port is open to all),
+since its role pods admit only their proxy. A Mooncake endpoint with a canary set has each set's
+KV evidence checked on its own: the request goes to that set's entry pod through the pod proxy,
+not through the route, which would send it to either. Each check raises CheckError naming what
+was wrong, or UnverifiedError when what it needs does not exist."""
 
 from __future__ import annotations
 
+import json
 import math
 import secrets
 import time
@@ -20,12 +25,13 @@ from components import naming
 from components.render.frameworks import flag_name
 from components.render.mooncake_store import MASTER_CONTAINER
 from components.render.pods import SERVER_CONTAINER
+from components.render.proxy import PROXY_PORT
 from components.spec import Endpoint
 from fleetctl.verify import evidence
 from fleetctl.verify.canary import p_value, tolerance
 from fleetctl.verify.client import CheckError, Client
 from fleetctl.verify.kube import Cluster, Pod
-from fleetctl.verify.schemas import TritonModel, request_check, vllm
+from fleetctl.verify.schemas import TritonModel, completion_body, completion_text, request_check, vllm
 
 T = TypeVar("T")
 POLL_SECONDS = 2.0
@@ -51,16 +57,44 @@ class Target:
     client: Client
     log_wait: float
     """Seconds to wait for the pods to log what a request did (vLLM and Mooncake log every 10 s)."""
+    direct: bool = False
+    """Requests go to the entry pod of the set named ``name`` through the pod proxy, not the route."""
 
     @property
     def namespace(self) -> str:
         return self.endpoint.namespace
 
-    def pods(self, role: naming.Role) -> list[Pod]:
-        pods = self.cluster.running_pods(self.namespace, naming.selector_labels(self.name, role))
+    def pods(self, role: naming.Role, name: str | None = None) -> list[Pod]:
+        """The running pods of ``role`` of the set ``name`` (the target's own by default)."""
+        owner = name or self.name
+        pods = self.cluster.running_pods(self.namespace, naming.selector_labels(owner, role))
         if not pods:
-            raise CheckError(f"no running {role} pods of {self.name} in namespace {self.namespace}")
+            raise CheckError(f"no running {role} pods of {owner} in namespace {self.namespace}")
         return pods
+
+
+def entry(endpoint: Endpoint) -> tuple[naming.Role, int]:
+    """The role and port a set's requests enter by: a split Mooncake endpoint's proxy, else its server."""
+    if endpoint.mooncake is not None and endpoint.mooncake.split:
+        return "proxy", PROXY_PORT
+    return "server", endpoint.port
+
+
+@dataclass(frozen=True)
+class Side:
+    """One of the two workloads a route splits between, as the share check counts it."""
+
+    label: str
+    name: str
+    role: naming.Role
+
+
+def sides(target: Target) -> tuple[Side, Side]:
+    """A classic endpoint's server and canary pods, or a Mooncake endpoint's entry pods and its canary set's."""
+    if target.endpoint.mooncake is None:
+        return Side("server", target.name, "server"), Side("canary", target.name, "canary")
+    role, _ = entry(target.endpoint)
+    return Side(role, target.name, role), Side("canary", naming.canary_set_name(target.name), role)
 
 
 def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
@@ -68,12 +102,15 @@ def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
     many the canary answered; hold the count to the configured weight (exact binomial test)."""
     endpoint = target.endpoint
     assert endpoint.canary is not None
-    sample = evidence.SERVED_COUNTERS.get(endpoint.framework)
+    split = endpoint.mooncake is not None and endpoint.mooncake.split
+    sample = PROXY_ANSWERED if split else evidence.SERVED_COUNTERS.get(endpoint.framework)
     if sample is None:
         raise UnverifiedError(
             f"{endpoint.framework} serves its metrics off the server port, which the NetworkPolicy closes"
         )
-    before = {role: _counters(target, role, sample) for role in ("server", "canary")}
+    primary, canary = sides(target)
+    by_label = {primary.label: primary, canary.label: canary}
+    before = {label: _counters(target, side, sample) for label, side in by_label.items()}
     request = request_check(endpoint.framework, triton, target.model)
     with ThreadPoolExecutor(CONCURRENT_REQUESTS) as pool:
         sent = [pool.submit(request, target.client, target.address) for _ in range(requests)]
@@ -89,9 +126,9 @@ def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
     def counted() -> dict[str, int] | None:
         """Requests each workload answered since ``before``, once they account for all sent."""
         nonlocal seen
-        after = {role: _counters(target, role, sample) for role in ("server", "canary")}
+        after = {label: _counters(target, side, sample) for label, side in by_label.items()}
         served = {}
-        for role in ("server", "canary"):
+        for role in by_label:
             if before[role].keys() != after[role].keys():
                 raise CheckError(f"the {role} pods changed during the measurement; run verify again")
             served[role] = round(sum(after[role][pod] - before[role][pod] for pod in after[role]))
@@ -102,8 +139,8 @@ def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
 
     # A server may count a request a moment after it answered it.
     served = _await(target, counted, lambda: f"the pods counted {seen} of the {requests} requests sent ({sample})")
-    total = served["server"] + served["canary"]
-    hits, weight = served["canary"], endpoint.canary.weight
+    total = served[primary.label] + served[canary.label]
+    hits, weight = served[canary.label], endpoint.canary.weight
     low, high = tolerance(total, weight)
     detail = (
         f"canary answered {hits} of {total} requests ({hits / total:.1%}); weight {weight}% "
@@ -114,15 +151,33 @@ def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
     return detail
 
 
-def _counters(target: Target, role: naming.Role, sample: str) -> dict[str, float]:
-    port = target.endpoint.port
+PROXY_ANSWERED = "answered"
+"""The proxy's count of decode answers it relayed, in its /health body (components/render/proxy_program.py)."""
+
+
+def _counters(target: Target, side: Side, sample: str) -> dict[str, float]:
     counts = {}
-    for pod in target.pods(role):
+    for pod in target.pods(side.role, side.name):
+        if sample == PROXY_ANSWERED:
+            counts[pod.name] = _answered(target, pod)
+            continue
+        port = target.endpoint.port
         value = evidence.counter_total(target.cluster.pod_metrics(target.namespace, pod.name, port), sample)
         if value is None:
             raise CheckError(f"pod {pod.name}: its /metrics on port {port} has no counter {sample}")
         counts[pod.name] = value
     return counts
+
+
+def _answered(target: Target, pod: Pod) -> float:
+    body = target.cluster.pod_get(target.namespace, pod.name, PROXY_PORT, "/health")
+    try:
+        value = json.loads(body).get(PROXY_ANSWERED)
+    except (ValueError, AttributeError):
+        value = None
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise CheckError(f"pod {pod.name}: its /health on port {PROXY_PORT} holds no count '{PROXY_ANSWERED}'")
+    return float(value)
 
 
 def kv_transfer(target: Target) -> str:
@@ -209,7 +264,14 @@ def _unseen_request(target: Target) -> Callable[[], int]:
     that reaches back to just before it, one second spare for the kubelet's rounding."""
     started = time.monotonic()
     prompt = f"Request {secrets.token_hex(8)} from fleetctl verify. " + FILLER * FILLER_REPEATS
-    vllm(target.client, target.address, target.model, prompt)
+    if target.direct:
+        role, port = entry(target.endpoint)
+        pod = target.pods(role)[0]
+        path = f"/api/v1/namespaces/{target.namespace}/pods/{pod.name}:{port}/proxy/v1/completions"
+        status, answer = target.cluster.post(path, completion_body(target.model, prompt))
+        completion_text(status, answer, f"POST /v1/completions to pod {pod.name} (the pod proxy)")
+    else:
+        vllm(target.client, target.address, target.model, prompt)
     return lambda: math.ceil(time.monotonic() - started) + 1
 
 

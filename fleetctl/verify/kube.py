@@ -42,6 +42,18 @@ class Cluster:
             raise CheckError(f"Kubernetes API GET {path}: HTTP {status} {_status_message(body)}".rstrip())
         return body
 
+    def post(self, path: str, body: Any) -> tuple[int, Any]:
+        """(status, decoded JSON or None) of a JSON POST, e.g. through the pod proxy to a pod's server."""
+        url = self.server.rstrip("/") + path
+        headers = {"Content-Type": "application/json"}
+        if self.token:
+            headers["Authorization"] = f"Bearer {self.token}"
+        status, raw = self.client.fetch("POST", url, json.dumps(body).encode(), headers, context=self.context)
+        try:
+            return status, json.loads(raw) if raw else None
+        except ValueError:
+            return status, None
+
     def running_pods(self, namespace: str, labels: dict[str, str]) -> list[Pod]:
         """The running pods matching every label, by name."""
         selector = ",".join(f"{key}={value}" for key, value in sorted(labels.items()))
@@ -55,7 +67,11 @@ class Cluster:
 
     def pod_metrics(self, namespace: str, pod: str, port: int) -> str:
         """The pod's /metrics on ``port``, through the API server's pod proxy."""
-        return self.get(f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy/metrics").decode()
+        return self.pod_get(namespace, pod, port, "/metrics").decode()
+
+    def pod_get(self, namespace: str, pod: str, port: int, path: str) -> bytes:
+        """GET ``path`` of the pod's ``port``, through the API server's pod proxy."""
+        return self.get(f"/api/v1/namespaces/{namespace}/pods/{pod}:{port}/proxy{path}")
 
     def log(self, namespace: str, pod: str, container: str, since_seconds: int | None = None) -> str:
         query: dict[str, str | int] = {"container": container, "limitBytes": LOG_BYTES}

@@ -55,11 +55,20 @@ def _ok(status: int, body: Any, what: str) -> Any:
 
 def vllm(client: Client, address: str, model: str | None, prompt: str = PROMPT) -> str:
     """A completion naming the served model, as clients do (the bundled split-endpoint proxy serves no /v1/models)."""
+    status, answer = client.request("POST", f"{address}/v1/completions", completion_body(model, prompt))
+    return completion_text(status, answer, "POST /v1/completions")
+
+
+def completion_body(model: str | None, prompt: str = PROMPT) -> dict[str, Any]:
+    """A vLLM /v1/completions request naming the served model."""
     if model is None:
         raise CheckError("no served model name in the engine record or the stack file to send")
-    body = {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0}
-    answer = _ok(*client.request("POST", f"{address}/v1/completions", body), "POST /v1/completions")
-    return _text(answer, "choices", 0, "text")
+    return {"model": model, "prompt": prompt, "max_tokens": MAX_TOKENS, "temperature": 0}
+
+
+def completion_text(status: int, answer: Any, what: str) -> str:
+    """The generated text of a vLLM completion's answer; CheckError when it is not one."""
+    return _text(_ok(status, answer, what), "choices", 0, "text")
 
 
 def sglang(client: Client, address: str) -> str:

@@ -6,6 +6,10 @@ The pods behave per case (the endpoint's name): a route that splits at the canar
 or not, prefill pods that log Mooncake transfers or do not, a master that logs stored objects
 or not, transfer engines that found RDMA devices or installed TCP. The TCP case's log is the
 real Mooncake transfer engine's, asked for rdma in this namespace (which has no RDMA device).
+Mooncake endpoints with a canary set (cases ``pdc-*``, ``storec-*``) have two sets of pods, the
+canary's named ``<case>-canary``: the route picks a set at the weight, and a request posted
+through the pod proxy to a proxy or server pod goes to that pod's set only; proxies count the
+answers they relayed in their /health, as the real proxy program does.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from tests.e2e.verify_driver import reply, unknown_model
 
 TOKEN = "k8s-aws-v1.verify-test-token"
 NAMESPACE = "inference"
-SHARES = {"canary-good": 0.10, "canary-tgi": 0.10, "canary-skewed": 0.5}
+SHARES = {"canary-good": 0.10, "canary-tgi": 0.10, "canary-skewed": 0.5, "pdc-skewed": 0.5}
 """The share of requests the route really sends to the canary, per case."""
 
 # What vLLM's stat logger prints for MooncakeConnector: "KVConnectorType: %s, KV Transfer metrics: %s",
@@ -81,6 +85,8 @@ class Pod:
     logs: list[tuple[float, str, str]] = field(default_factory=list)
     registry: CollectorRegistry = field(default_factory=CollectorRegistry)
     served: int = 0
+    answered: int = 0
+    """A proxy's count of relayed answers, in its /health body."""
 
     def __post_init__(self) -> None:
         self.counter = Counter(
@@ -124,6 +130,16 @@ class Cluster:
                 for index in range(2):
                     self.add(case, "server", f"{case}-6d5f8-{index}", **options)
                 self.add(case, "canary", f"{case}-canary-84c1a-0", **options)
+            elif case.startswith("storec"):
+                for name in (case, f"{case}-canary"):
+                    self.add(name, "server", f"{name}-5c7d9-0")
+                    self.add(name, "store", f"{name}-store-0", containers=("master",))
+            elif case.startswith("pdc"):
+                for name in (case, f"{case}-canary"):
+                    self.add(name, "prefill", f"{name}-prefill-0")
+                    self.add(name, "decode", f"{name}-decode-7b9c4-0")
+                    for index in range(2):
+                        self.add(name, "proxy", f"{name}-proxy-58f6d-{index}")
             elif case.startswith("store"):
                 self.add(case, "server", f"{case}-5c7d9-0")
                 master = self.add(case, "store", f"{case}-store-0", containers=("master",))
@@ -144,6 +160,11 @@ class Cluster:
     def route(self, case: str) -> bool:
         """One request through the case's route: which pods it reaches, and what they log.
         False when the pod that got it fails it (the broken canary's)."""
+        if case.startswith(("pdc", "storec")):
+            canary = self.random.random() < SHARES.get(case, 0.10)
+            entry = "proxy" if case.startswith("pdc") else "server"
+            self.entered(self.random.choice(self.of(f"{case}-canary" if canary else case, entry)))
+            return True
         if case.startswith("canary"):
             canary = self.random.random() < SHARES.get(case, 0.10)
             if canary and case == "canary-broken":
@@ -154,6 +175,30 @@ class Cluster:
         later.daemon = True
         later.start()
         return True
+
+    def entered(self, pod: Pod) -> None:
+        """A request taken by a Mooncake set's entry pod (its proxy, or the store mode's server)."""
+        name = pod.labels["app.kubernetes.io/name"]
+        if pod.labels["app.kubernetes.io/component"] == "proxy":
+            pod.answered += 1
+        else:
+            pod.serve()
+        later = threading.Timer(0.5, self.after_set_request, (name,))
+        later.daemon = True
+        later.start()
+
+    def after_set_request(self, name: str) -> None:
+        """What a set of a Mooncake endpoint with a canary logs: the case pdc-crossed's canary set
+        moves no KV (a canary whose engine cannot read what it is handed)."""
+        if name.startswith("storec"):
+            for master in self.of(name, "store"):
+                master.log("master", MASTER_SUMMARY.format(rate="0.30"))
+        elif name == "pdc-crossed-canary":
+            for decode in self.of(name, "decode"):
+                decode.log("server", vllm_log({**REDUCED, "Num successful transfers": 0, "Num failed recvs": 1}))
+        else:
+            for prefill in self.of(name, "prefill"):
+                prefill.log("server", vllm_log(REDUCED))
 
     def after_request(self, case: str) -> None:
         """What the pods log a little later (vLLM and the master log every 10 s; here sooner)."""
@@ -207,6 +252,13 @@ class Api(BaseHTTPRequestHandler):
                 self.status(404, f'pods "{match.group(1)}" not found')
             else:
                 reply(self, 200, pod.metrics(), "text/plain; version=0.0.4; charset=utf-8")
+        elif match := re.fullmatch(rf"/api/v1/namespaces/{NAMESPACE}/pods/([^/:]+):8000/proxy/health", url.path):
+            pod = pods.get(match.group(1))
+            if pod is None or pod.labels["app.kubernetes.io/component"] != "proxy":
+                self.status(404, "not found")
+            else:
+                body = {"prefill": {"10.0.1.7": {"0": "engine-a"}}, "decode": True, "answered": pod.answered}
+                reply(self, 200, json.dumps(body).encode())
         elif match := re.fullmatch(rf"/api/v1/namespaces/{NAMESPACE}/pods/([^/]+)/log", url.path):
             pod = pods.get(match.group(1))
             if pod is None or query.get("container") not in pod.containers:
@@ -218,6 +270,23 @@ class Api(BaseHTTPRequestHandler):
             reply(self, 200, text[: int(query.get("limitBytes", len(text)))], "text/plain")
         else:
             self.status(404, "the server could not find the requested resource")
+
+    def do_POST(self) -> None:
+        """A completion through the pod proxy, to the one pod named (its set's entry)."""
+        if self.headers.get("Authorization") != f"Bearer {TOKEN}":
+            self.status(401, "Unauthorized")
+            return
+        request = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        pattern = rf"/api/v1/namespaces/{NAMESPACE}/pods/([^/:]+):8000/proxy/v1/completions"
+        match = re.fullmatch(pattern, urllib.parse.urlsplit(self.path).path)
+        pod = self.cluster.pods.get(match.group(1)) if match else None
+        if pod is None or pod.labels["app.kubernetes.io/component"] not in ("proxy", "server"):
+            self.status(404, "not found")
+        elif (error := unknown_model(request)) is not None:
+            reply(self, 404, json.dumps(error).encode())
+        else:
+            self.cluster.entered(pod)
+            reply(self, 200, json.dumps({"choices": [{"index": 0, "text": " Paris."}]}).encode())
 
 
 class Route(BaseHTTPRequestHandler):

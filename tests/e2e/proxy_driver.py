@@ -173,6 +173,7 @@ def scenario(scene: Scene) -> dict[str, Any]:
     out["first_engine"] = first
     out["first"] = scene.request()
     out["first_stream"] = scene.request(stream=True, chat=True)
+    out["health_after_two"] = get(f"{scene.proxy_url}/health")[1]
 
     # A restart the refresh has not seen yet (SIGUSR1: new engine id, old transfers gone).
     right_after_a_refresh(scene, PREFILL_A)

@@ -78,13 +78,16 @@ pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs u
 def test_the_proxy_serves_once_one_listed_prefill_pod_and_decode_answer(scenario: dict[str, Any]) -> None:
     """One of the two pods the prefill Service lists never starts: the proxy serves with the other."""
     assert scenario["ready_seconds"] <= RECOVERY_SECONDS
-    assert scenario["health"] == {"prefill": {"127.0.0.11": {"0": scenario["first_engine"]}}, "decode": True}
+    engines = {"127.0.0.11": {"0": scenario["first_engine"]}}
+    assert scenario["health"] == {"prefill": engines, "decode": True, "answered": 0}
     assert scenario["first"] == {
         "status": 200,
         "engine_id": scenario["first_engine"],
         "bootstrap": "http://127.0.0.11:8998",
     }
     assert scenario["first_stream"] == {"status": 200, "engine_id": scenario["first_engine"], "text": "decoded"}
+    # What fleetctl verify reads to measure a canary set's share: decode answers relayed (docs/mooncake-canary.md).
+    assert scenario["health_after_two"]["answered"] == 2
 
 
 def test_a_prefill_restart_between_two_refreshes_costs_no_plain_request(scenario: dict[str, Any]) -> None:

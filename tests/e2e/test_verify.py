@@ -49,7 +49,7 @@ CASES = [
 ]
 
 
-ROOMY = {"node_groups": {"system": {"max_size": 8}, "gpu": {"max_size": 16}, "p5": {"max_size": 16}}}
+ROOMY = {"node_groups": {"system": {"max_size": 16}, "gpu": {"max_size": 24}, "p5": {"max_size": 16}}}
 """Node groups that hold every endpoint of the cases with its rollout surge (the schedulability check)."""
 
 

@@ -48,9 +48,19 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
     "store-silent": mooncake_endpoint({"node_group": "gpu", "mooncake": {**TCP, "mode": "store", "topology": None}}),
     "rdma-good": mooncake_endpoint(),
     "rdma-fallback": mooncake_endpoint(),
+    "pdc-good": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
+    "pdc-skewed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
+    "pdc-crossed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
+    "storec-good": mooncake_endpoint(
+        {
+            "node_group": "gpu",
+            "mooncake": {**TCP, "mode": "store", "topology": None},
+            "canary": {"image": VLLM, "weight": 10},
+        }
+    ),
 }
 EKS_HOST = "0123456789ABCDEF0123456789ABCDEF.gr7.us-east-1.eks.amazonaws.com"
-GOOD = ["canary-good", "canary-tgi", "pd-good", "store-good", "rdma-good"]
+GOOD = ["canary-good", "canary-tgi", "pd-good", "store-good", "rdma-good", "pdc-good", "storec-good"]
 
 
 def kubeconfig(token: str, cluster: dict[str, str] | None = None) -> str:
@@ -124,6 +134,13 @@ def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         ("store-good", "kv store"),
         ("rdma-good", "kv transfer"),
         ("rdma-good", "kv transport"),
+        ("pdc-good", "canary share"),
+        ("pdc-good", "kv transfer"),
+        ("pdc-good", "canary kv transfer"),
+        ("pdc-crossed", "kv transfer"),
+        ("storec-good", "canary share"),
+        ("storec-good", "kv store"),
+        ("storec-good", "canary kv store"),
     ],
 )
 def test_pods_that_behave_pass(result: dict[str, Any], endpoint: str, name: str) -> None:
@@ -140,6 +157,8 @@ def test_pods_that_behave_pass(result: dict[str, Any], endpoint: str, name: str)
         ("pd-failed", "kv transfer", "failed KV transfers or receives"),
         ("store-silent", "kv store", "the Mooncake master logged no stored object"),
         ("rdma-fallback", "kv transport", "RDMA NOT IN USE: pod rdma-fallback-"),
+        ("pdc-skewed", "canary share", "weight 10% accepts"),
+        ("pdc-crossed", "canary kv transfer", "failed KV transfers or receives"),
     ],
 )
 def test_pods_that_do_not_fail_naming_what_was_wrong(
@@ -155,6 +174,14 @@ def test_a_skewed_split_reports_the_counts_it_saw(result: dict[str, Any]) -> Non
     hits, total = (int(number) for number in detail.split("canary answered ")[1].split(" requests")[0].split(" of "))
     assert total == 200
     assert hits > 35  # the route sent about half; weight 10% accepts at most 35 of 200
+
+
+def test_a_mooncake_canary_sets_share_is_counted_at_each_sets_entry_pods(result: dict[str, Any]) -> None:
+    """At the proxies (their relayed answers) of a split endpoint, at the servers of a store endpoint."""
+    for case in ("pdc-good", "storec-good"):
+        detail = check(result, case, "canary share")["detail"]
+        total = int(detail.split(" requests")[0].split(" of ")[1])
+        assert total == 200, detail
 
 
 def test_a_canary_whose_metrics_the_policy_closes_is_unverified_not_passed(result: dict[str, Any]) -> None:
