@@ -429,3 +429,17 @@ def test_a_canary_topology_takes_each_count_it_does_not_give_from_the_endpoint()
     assert canary is not None
     assert canary.topology is not None
     assert (canary.topology.prefill, canary.topology.decode) == (2, 3)
+
+
+def test_the_canary_set_takes_the_endpoints_role_shapes() -> None:
+    """Rendered by the same functions from the endpoint's view, the canary set's roles have the shapes
+    the endpoint's roles have (mooncake.roles), whatever its topology."""
+    config = split("disaggregated", topology={"prefill": 1, "decode": 1})
+    config["endpoints"]["chat"]["mooncake"]["roles"] = {"decode": {"gpu_count": 1}}
+    objects = objects_of(config)
+    for prefix in ("chat", "chat-canary"):
+        gpus = {
+            role: container(objects, f"{prefix}-{role}", "server")["resources"]["limits"]["nvidia.com/gpu"]
+            for role in ("prefill", "decode")
+        }
+        assert gpus == {"prefill": "2", "decode": "1"}, prefix
