@@ -16,6 +16,7 @@ from components import naming
 from components.fleet import kv_endpoints_in
 from components.render.endpoint import endpoint_objects
 from components.render.mooncake import cold_tier_target, mooncake_objects
+from components.render.mooncake_groups import WORKER_INDEX_LABEL
 from components.render.mooncake_store import MASTER_RPC_PORT, METADATA_PORT, REAL_CLIENT_PORT
 from components.render.network_policy import BOOTSTRAP_SPAN, SIDE_CHANNEL_PORTS, TRANSFER_ENGINE_PORTS
 from components.render.proxy import PROXY_PORT
@@ -65,7 +66,28 @@ def store_mode() -> dict[str, Any]:
     )
 
 
-CONFIGS = {"disaggregated": split("disaggregated"), "both": split("both"), "store": store_mode()}
+def two_node_decode() -> dict[str, Any]:
+    """Over EFA, decode instances of two nodes each (LeaderWorkerSets), and a canary set of its own."""
+    return stack_config(
+        regions={"us-east-1": region({"node_groups": {"p5": {"max_size": 12}}})},
+        endpoints={
+            "chat": mooncake_endpoint(
+                {
+                    "gpu_count": 8,
+                    "mooncake": {"topology": {"prefill": 1, "decode": 1}, "roles": {"decode": {"nodes": 2}}},
+                    "canary": {"image": CANARY_IMAGE, "weight": 30},
+                }
+            )
+        },
+    )
+
+
+CONFIGS = {
+    "disaggregated": split("disaggregated"),
+    "both": split("both"),
+    "store": store_mode(),
+    "two-node-decode": two_node_decode(),
+}
 
 
 def objects_of(config: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -80,11 +102,19 @@ def set_of(name: str) -> str:
 
 
 def pods(objects: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
-    return {
-        manifest["metadata"]["name"]: manifest["spec"]["template"]["metadata"]["labels"]
-        for manifest in objects.values()
-        if manifest["kind"] in ("Deployment", "StatefulSet")
-    }
+    """Each workload's pods by their labels; a LeaderWorkerSet's leader and worker, with the worker index
+    its controller adds (components/render/mooncake_groups.py, WORKER_INDEX_LABEL)."""
+    found = {}
+    for manifest in objects.values():
+        name = manifest["metadata"]["name"]
+        if manifest["kind"] in ("Deployment", "StatefulSet"):
+            found[name] = manifest["spec"]["template"]["metadata"]["labels"]
+        elif manifest["kind"] == "LeaderWorkerSet":
+            group = manifest["spec"]["leaderWorkerTemplate"]
+            leader = group.get("leaderTemplate", group["workerTemplate"])["metadata"]["labels"]
+            found[name] = {**leader, WORKER_INDEX_LABEL: "0"}
+            found[f"{name}/worker"] = {**group["workerTemplate"]["metadata"]["labels"], WORKER_INDEX_LABEL: "1"}
+    return found
 
 
 def matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
@@ -139,9 +169,11 @@ def test_every_object_of_the_canary_set_is_named_after_the_canary(mode: str) -> 
     for manifest in canary.values():
         assert manifest["metadata"]["name"].startswith("chat-canary")
         assert manifest["metadata"]["labels"]["app.kubernetes.io/name"] == "chat-canary"
-    workloads = sorted(m["metadata"]["name"] for m in canary.values() if m["kind"] in ("Deployment", "StatefulSet"))
+    workload_kinds = ("Deployment", "StatefulSet", "LeaderWorkerSet")
+    workloads = sorted(m["metadata"]["name"] for m in canary.values() if m["kind"] in workload_kinds)
     expected = {
         "disaggregated": ["chat-canary-decode", "chat-canary-prefill", "chat-canary-proxy"],
+        "two-node-decode": ["chat-canary-decode", "chat-canary-prefill", "chat-canary-proxy"],
         "both": ["chat-canary-decode", "chat-canary-prefill", "chat-canary-proxy", "chat-canary-store"],
         "store": ["chat-canary", "chat-canary-store"],
     }
@@ -170,8 +202,10 @@ def test_no_selector_of_one_set_takes_a_pod_of_the_other(mode: str) -> None:
 def test_the_canary_sets_series_are_told_apart_by_their_endpoint_label(mode: str) -> None:
     """Series carry endpoint = app.kubernetes.io/name and role = app.kubernetes.io/component."""
     workloads = pods(objects_of(CONFIGS[mode]))
-    series = [
-        (labels["app.kubernetes.io/name"], labels["app.kubernetes.io/component"]) for labels in workloads.values()
+    series = [  # a group's leader and workers are one role's series
+        (labels["app.kubernetes.io/name"], labels["app.kubernetes.io/component"])
+        for name, labels in workloads.items()
+        if not name.endswith("/worker")
     ]
     assert len(set(series)) == len(series)
     assert {endpoint for endpoint, _ in series} == {"chat", "chat-canary"}
