@@ -133,6 +133,7 @@ class ChartPins(_Data):
     prometheus: Chart
     dcgm_exporter: Chart
     grafana: Chart
+    metrics_server: Chart
 
 
 class Pins(_Data):

@@ -1,5 +1,5 @@
 """The region's metrics pipeline (docs/metrics.md): its namespace, KEDA and its CRDs, Prometheus,
-the DCGM exporter on NVIDIA nodes, Grafana. Created only where ``regions.<r>.metrics.enabled``
+metrics-server, the DCGM exporter on NVIDIA nodes, Grafana. Created only where ``regions.<r>.metrics.enabled``
 (resolved by components/spec/stack.py) is true."""
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ from components.platform.addons import helm_release
 from components.platform.dcgm import dcgm_values
 from components.platform.grafana import grafana_values
 from components.platform.keda import NAMESPACE, keda_crds, keda_values
+from components.platform.metrics_server import NAMESPACE as METRICS_SERVER_NAMESPACE
+from components.platform.metrics_server import metrics_server_values
 from components.platform.prometheus import prometheus_values
 from components.spec.metrics import Metrics
 
@@ -71,6 +73,13 @@ class MetricsPipeline(pulumi.ComponentResource):
             prometheus_values(args.settings),
             NAMESPACE,
             pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[namespace, args.addons]),
+        )
+        self.metrics_server = helm_release(
+            naming.platform_name(region, "metrics-server"),
+            pins().charts.metrics_server,
+            metrics_server_values(),
+            METRICS_SERVER_NAMESPACE,
+            pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[args.addons]),
         )
         self.dcgm_exporter = None
         if args.gpu_nodes:

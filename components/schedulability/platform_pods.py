@@ -1,7 +1,7 @@
 """The platform's own pods in a region: the DaemonSets every node runs (EKS add-ons, and the
 device plugins that make a node advertise its GPUs and EFA devices) and the Deployments
 that need an untainted node (CoreDNS, the load balancer controller, the cluster autoscaler, and
-where the region's metrics pipeline runs, KEDA, Prometheus and Grafana). Device plugins are
+where the region's metrics pipeline runs, KEDA, Prometheus, metrics-server and Grafana). Device plugins are
 rendered from the chart defaults recorded in config/platform_pods.yaml merged with the
 values we pass, as Helm merges them, so a value we change is a value the check sees."""
 
@@ -27,6 +27,8 @@ from components.platform.leader_worker_set import NAMESPACE as LWS_NAMESPACE
 from components.platform.leader_worker_set import lws_values
 from components.platform.load_balancer import NAMESPACE as CONTROLLER_NAMESPACE
 from components.platform.load_balancer import controller_values
+from components.platform.metrics_server import NAMESPACE as METRICS_SERVER_NAMESPACE
+from components.platform.metrics_server import metrics_server_values
 from components.platform.prometheus import NAMESPACE as PROMETHEUS_NAMESPACE
 from components.platform.prometheus import prometheus_values
 from components.schedulability.nodes import Node
@@ -177,6 +179,7 @@ def platform_workloads(region_name: str, region: Region, *, leader_worker_sets: 
     if region.metrics.enabled:
         found += keda_deployments()
         found.append(prometheus_server(region))
+        found.append(metrics_server())
         if region.metrics.grafana:
             found.append(grafana())
     return found
@@ -192,6 +195,13 @@ def grafana() -> Workload:
             requests[resource] = requests.get(resource, 0) + value
     workload = _deployment("grafana", GRAFANA_NAMESPACE, pod, {}, int(values["replicas"]))
     return dataclasses.replace(workload, requests=requests)
+
+
+def metrics_server() -> Workload:
+    values = helm_merge(facts()["charts"]["metrics_server"]["defaults"], metrics_server_values())
+    pod = {key: values[key] for key in ("nodeSelector", "affinity", "tolerations") if values.get(key)}
+    requests = (values.get("resources") or {}).get("requests") or {}
+    return _deployment("metrics-server", METRICS_SERVER_NAMESPACE, pod, requests, int(values["replicas"]))
 
 
 def prometheus_server(region: Region) -> Workload:

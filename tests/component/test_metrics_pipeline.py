@@ -105,3 +105,12 @@ def test_grafana_is_installed_with_prometheus_as_its_source(region: str) -> None
     (source,) = release["inputs"]["values"]["datasources"]["datasources.yaml"]["datasources"]
     assert source["url"] == naming.prometheus_query_url()
     assert "adminPassword" not in release["inputs"]["values"]
+
+
+@pytest.mark.parametrize("region", PROD_REGIONS)
+def test_metrics_server_serves_the_resource_metrics_api_in_kube_system(region: str) -> None:
+    plan = example_plan("prod")
+    (pipeline,) = pipeline_of(plan, region)
+    (release,) = [r for r in children(plan, pipeline, RELEASE) if r["inputs"]["chart"] == "metrics-server"]
+    assert release["name"] == f"{region}-metrics-server"
+    assert (release["inputs"]["version"], release["inputs"]["namespace"]) == ("3.13.1", "kube-system")

@@ -167,7 +167,9 @@ def test_removing_an_endpoint_deletes_all_of_its_objects_and_nothing_else(
     }
     assert all(any(entry["name"].startswith(f"{region}-") for region in PROD_REGIONS) for entry in pipelines)
     assert {entry["name"] for entry in pipelines if entry["type"].startswith("kubernetes:helm")} == {
-        f"{region}-{chart}" for region in PROD_REGIONS for chart in ("keda", "prometheus", "dcgm-exporter", "grafana")
+        f"{region}-{chart}"
+        for region in PROD_REGIONS
+        for chart in ("keda", "prometheus", "metrics-server", "dcgm-exporter", "grafana")
     }
 
 
