@@ -352,7 +352,12 @@ class Endpoint(SpecModel):
                 yield fail("duplicate_region", "lists {region!r} twice", at=f"target_regions[{index}]", region=region)
             seen.add(region)
         if self.canary is not None and self.desired_state != "running":
-            yield fail("canary_stopped", "is allowed only while desired_state is 'running'", at="canary")
+            yield fail(
+                "canary_stopped",
+                "is allowed only while desired_state is 'running': promote or roll back the canary first "
+                "(fleetctl canary promote|rollback NAME)",
+                at="canary",
+            )
         if self.canary is not None and self.canary.topology is not None and self.mooncake is None:
             yield fail(
                 "canary_topology_classic",

@@ -62,9 +62,9 @@ def _resize(config: dict[str, Any], group: str, size: int) -> None:
 
 
 def more_replicas_than_gpus(config: dict[str, Any]) -> None:
-    """14 one-GPU servers beside chat-pd's and kv-cache's one-GPU pods: 17 GPUs asked of 4 x 4. Every
-    pod the same size, so no arrival order can strand a GPU (the known disagreement, below)."""
-    config["endpoints"]["assistant"]["replicas"] = 14
+    """16 one-GPU servers beside the one-GPU pods of chat-pd, its canary set and kv-cache: 21 GPUs asked
+    of 5 x 4. Every pod the same size, so no arrival order can strand a GPU (the known disagreement, below)."""
+    config["endpoints"]["assistant"]["replicas"] = 16
     config["endpoints"]["chat-pd"]["gpu_count"] = 1
 
 

@@ -28,8 +28,12 @@ EDITS = [
     ("dev", "scale", "assistant", "3"),
     ("dev", "image", "set", "assistant", "vllm/vllm-openai:v0.34.0"),
     ("dev", "topology", "set", "chat-pd", "--prefill", "2", "--decode", "3"),
-    ("dev", "stop", "chat-pd"),
     ("dev", "canary", "start", "assistant", "--image", "vllm/vllm-openai:v0.34.0", "--weight", "10"),
+    ("dev", "canary", "weight", "chat-pd", "40"),
+    ("dev", "canary", "promote", "chat-pd"),
+    ("dev", "canary", "rollback", "chat-pd"),
+    ("dev", "topology", "set", "chat-pd", "--canary", "--prefill", "2"),
+    ("dev", "canary", "start", "kv-cache", "--image", "vllm/vllm-openai:v0.34.0", "--weight", "5"),
     ("dev", "endpoint", "add", "embed", "--image", "vllm/vllm-openai:v0.33.0", "--model", "Qwen/Qwen3-0.6B"),
     ("dev", "endpoint", "remove", "kv-cache"),
     ("prod", "store", "configure", "chat", "--global-segment-size", "32GiB", "--offload", "none"),
@@ -37,6 +41,7 @@ EDITS = [
     ("prod", "canary", "promote", "summarize"),
     ("prod", "canary", "rollback", "summarize"),
     ("prod", "topology", "set", "chat", "--prefill", "1", "--decode", "2"),
+    ("prod", "stop", "chat"),  # a split endpoint (dev's chat-pd runs a canary, which a stop refuses)
     ("prod", "endpoint", "remove", "summarize"),
 ]
 
