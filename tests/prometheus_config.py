@@ -1,7 +1,8 @@
 """The prometheus.yml the pinned chart renders from our values, rebuilt as its template does
 (prometheus-community/helm-charts prometheus-29.27.0 charts/prometheus/templates/cm.yaml): ``global``
 from ``server.global``, then each enabled ``scrapeConfigs`` entry in key order (Go templates range
-over a map's sorted keys) as a job named by its key, ``enabled`` dropped. The chart's ``rule_files``
+over a map's sorted keys) as a job named by its key, ``enabled`` dropped; ``server.remoteWrite`` as
+``remote_write``. The chart's ``rule_files``
 (empty files it also writes) and ``alerting`` (Alertmanager is off) are left out."""
 
 from __future__ import annotations
@@ -17,7 +18,10 @@ def rendered_config(values: Mapping[str, Any]) -> dict[str, Any]:
         if not job.pop("enabled", True):
             continue
         jobs.append({"job_name": job.pop("job_name", "") or key, **job})
-    return {"global": dict(values["server"]["global"]), "scrape_configs": jobs}
+    rendered: dict[str, Any] = {"global": dict(values["server"]["global"]), "scrape_configs": jobs}
+    if values["server"].get("remoteWrite"):
+        rendered["remote_write"] = list(values["server"]["remoteWrite"])
+    return rendered
 
 
 def with_file_sd(config: Mapping[str, Any], directory: str) -> dict[str, Any]:

@@ -4,6 +4,7 @@ metrics-server, the DCGM exporter on NVIDIA nodes, Grafana. Created only where `
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 
 import pulumi
@@ -14,10 +15,11 @@ from components.catalog import pins
 from components.platform.addons import helm_release
 from components.platform.dcgm import dcgm_values
 from components.platform.grafana import grafana_values
+from components.platform.identity import controller_identity
 from components.platform.keda import NAMESPACE, keda_crds, keda_values
 from components.platform.metrics_server import NAMESPACE as METRICS_SERVER_NAMESPACE
 from components.platform.metrics_server import metrics_server_values
-from components.platform.prometheus import prometheus_values
+from components.platform.prometheus import SERVICE_ACCOUNT, prometheus_values, remote_write_policy
 from components.spec.metrics import Metrics
 
 
@@ -30,6 +32,8 @@ class MetricsPipelineArgs:
     """The node add-ons (CoreDNS) and device plugins: the pipeline's pods need nodes first."""
     gpu_nodes: bool
     """The region has NVIDIA nodes: the DCGM exporter runs on them."""
+    cluster_name: pulumi.Input[str]
+    """For the Pod Identity association of Prometheus's remote write to AMP, when configured."""
 
 
 class MetricsPipeline(pulumi.ComponentResource):
@@ -67,12 +71,24 @@ class MetricsPipeline(pulumi.ComponentResource):
                 parent=self, provider=args.kubernetes, depends_on=[namespace, args.addons, *self.crds]
             ),
         )
+        prometheus_needs: list[pulumi.Resource] = [namespace, args.addons]
+        if args.settings.amp_workspace_arn is not None:
+            _, association = controller_identity(
+                self,
+                naming.platform_name(region, "prometheus"),
+                f"Prometheus of the {region} cluster writing to Amazon Managed Service for Prometheus",
+                json.dumps(remote_write_policy(args.settings.amp_workspace_arn)),
+                args.cluster_name,
+                NAMESPACE,
+                SERVICE_ACCOUNT,
+            )
+            prometheus_needs.append(association)
         self.prometheus = helm_release(
             naming.platform_name(region, "prometheus"),
             pins().charts.prometheus,
             prometheus_values(args.settings),
             NAMESPACE,
-            pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[namespace, args.addons]),
+            pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=prometheus_needs),
         )
         self.metrics_server = helm_release(
             naming.platform_name(region, "metrics-server"),

@@ -145,10 +145,40 @@ def scrape_configs() -> dict[str, dict[str, Any]]:
     }
 
 
+SERVICE_ACCOUNT = naming.PROMETHEUS_SERVICE
+"""The server's ServiceAccount (the chart's default is the server's full name; set so the Pod
+Identity association of AMP remote write names it for certain)."""
+
+
+def remote_write_policy(workspace_arn: str) -> dict[str, Any]:
+    """What the server needs to write to an AMP workspace: aps:RemoteWrite on that workspace only
+    (the action remote write is authorised as, on a workspace resource)."""
+    return {
+        "Version": "2012-10-17",
+        "Statement": [
+            {"Sid": "RemoteWrite", "Effect": "Allow", "Action": "aps:RemoteWrite", "Resource": workspace_arn}
+        ],
+    }
+
+
+def remote_write(settings: Metrics) -> list[dict[str, Any]]:
+    """Every sample also to the AMP workspace, signed with SigV4 by the server's Pod Identity
+    credentials (Prometheus's sigv4 block takes the AWS SDK's default credential chain)."""
+    if settings.amp_remote_write_url is None:
+        return []
+    return [{"url": settings.amp_remote_write_url, "sigv4": {"region": settings.amp_region}}]
+
+
 def prometheus_values(settings: Metrics) -> dict[str, Any]:
+    server_extra: dict[str, Any] = {}
+    writes = remote_write(settings)
+    if writes:
+        server_extra["remoteWrite"] = writes
     return {
         **{subchart: {"enabled": False} for subchart in SUBCHARTS},
+        "serviceAccounts": {"server": {"create": True, "name": SERVICE_ACCOUNT}},
         "server": {
+            **server_extra,
             "fullnameOverride": naming.PROMETHEUS_SERVICE,
             "service": {"servicePort": naming.PROMETHEUS_PORT},
             "global": {"scrape_interval": SCRAPE_INTERVAL, "evaluation_interval": SCRAPE_INTERVAL},

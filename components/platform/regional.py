@@ -153,6 +153,7 @@ class RegionalPlatform(pulumi.ComponentResource):
                         kubernetes=self.kubernetes,
                         addons=addons,
                         gpu_nodes=any(fact.accelerator == "nvidia" for fact in facts.values()),
+                        cluster_name=self.cluster.cluster_name,
                     ),
                     child,
                 )

@@ -9,10 +9,11 @@ serve (anything but cpu and memory).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Annotated
 
-from pydantic import Field
+from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
 from components.spec.base import SpecModel, fail
@@ -29,6 +30,25 @@ RETENTION_SIZE_SHARE = 0.8
 the write-ahead log and compaction, so the emptyDir's limit never evicts the pod."""
 
 
+_AMP_WORKSPACE_ARN = re.compile(
+    r"^arn:(?P<partition>aws[a-z-]*):aps:(?P<region>[a-z0-9-]+):[0-9]{12}:workspace/(?P<id>ws-[0-9a-f-]{36})$"
+)
+
+
+def _amp_workspace_arn(value: str) -> str:
+    if not _AMP_WORKSPACE_ARN.match(value):
+        raise fail(
+            "amp_workspace_arn",
+            "must be an Amazon Managed Service for Prometheus workspace ARN, "
+            "arn:aws:aps:<region>:<12-digit account>:workspace/ws-<id>, got {value!r}",
+            value=value,
+        )
+    return value
+
+
+AmpWorkspaceArn = Annotated[str, AfterValidator(_amp_workspace_arn)]
+
+
 class Metrics(SpecModel):
     enabled: bool | None = Field(
         None,
@@ -42,10 +62,31 @@ class Metrics(SpecModel):
         "moves); it keeps at most 80% of it, dropping the oldest samples first.",
     )
     grafana: bool = Field(True, description="Run Grafana with the region's dashboards (reachable by port-forward).")
+    amp_workspace_arn: AmpWorkspaceArn | None = Field(
+        None,
+        description="An Amazon Managed Service for Prometheus workspace the region's Prometheus also writes every "
+        "sample to (remote write, SigV4 under EKS Pod Identity); scaling and Grafana keep reading the "
+        "in-cluster Prometheus.",
+    )
 
     def _rules(self) -> Iterator[PydanticCustomError]:
         if int(self.disk) < MIN_DISK_BYTES:
             yield fail("metrics_disk", "must be at least 1GiB, got {disk} bytes", at="disk", disk=self.disk)
+
+    @property
+    def amp_remote_write_url(self) -> str | None:
+        """The workspace's remote write endpoint (AMP's service endpoints: aps-workspaces.<region>)."""
+        if self.amp_workspace_arn is None:
+            return None
+        arn = _AMP_WORKSPACE_ARN.match(self.amp_workspace_arn)
+        assert arn is not None
+        domain = "amazonaws.com.cn" if arn["partition"] == "aws-cn" else "amazonaws.com"
+        return f"https://aps-workspaces.{arn['region']}.{domain}/workspaces/{arn['id']}/api/v1/remote_write"
+
+    @property
+    def amp_region(self) -> str | None:
+        arn = _AMP_WORKSPACE_ARN.match(self.amp_workspace_arn or "")
+        return arn["region"] if arn else None
 
     @property
     def retention_size(self) -> str:

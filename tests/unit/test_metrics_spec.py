@@ -83,3 +83,34 @@ def test_bad_fields_are_refused_at_their_path(field: str, value: Any) -> None:
     with pytest.raises(SpecError) as error:
         parse_stack_config(stack_config(region_overrides={"metrics": {field: value}}))
     assert [problem.path for problem in error.value.problems] == [f"regions.{REGION}.metrics.{field}"]
+
+
+WORKSPACE = "arn:aws:aps:us-east-1:123456789012:workspace/ws-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"
+
+
+def test_an_amp_workspace_gives_its_remote_write_endpoint_in_its_own_region() -> None:
+    arn = WORKSPACE.replace("us-east-1", "eu-west-1")
+    metrics = metrics_of(stack_config(region_overrides={"metrics": {"amp_workspace_arn": arn}}))
+    assert metrics.amp_remote_write_url == (
+        "https://aps-workspaces.eu-west-1.amazonaws.com/workspaces/ws-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"
+        "/api/v1/remote_write"
+    )
+    assert metrics.amp_region == "eu-west-1"
+    assert metrics_of(stack_config()).amp_remote_write_url is None
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "ws-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d",
+        WORKSPACE.replace(":aps:", ":s3:"),
+        WORKSPACE + "/extra",
+        "https://aps-workspaces.us-east-1.amazonaws.com/workspaces/ws-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d",
+    ],
+)
+def test_anything_but_a_workspace_arn_is_refused_naming_the_form(value: str) -> None:
+    with pytest.raises(SpecError) as error:
+        parse_stack_config(stack_config(region_overrides={"metrics": {"amp_workspace_arn": value}}))
+    (problem,) = error.value.problems
+    assert problem.path == f"regions.{REGION}.metrics.amp_workspace_arn"
+    assert "arn:aws:aps:<region>:<12-digit account>:workspace/ws-<id>" in problem.message

@@ -114,3 +114,19 @@ def test_the_server_is_one_pod_on_a_system_node_counted_where_the_pipeline_runs(
     assert server.pod["nodeSelector"] == {"inference-fleet/accelerator": "none"}
     off = parse_stack_config(stack_config()).regions[REGION]
     assert not [w for w in platform_workloads(REGION, off) if w.name == "prometheus"]
+
+
+@pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool (Debian's prometheus package)")
+def test_promtool_accepts_remote_write_to_amp_signed_with_sigv4(tmp_path: Path) -> None:
+    settings = Metrics(
+        amp_workspace_arn="arn:aws:aps:us-east-1:123456789012:workspace/ws-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"
+    )
+    values = prometheus.prometheus_values(settings)
+    config = rendered_config(values)
+    assert config["remote_write"] == values["server"]["remoteWrite"]
+    path = tmp_path / "prometheus.yml"
+    with path.open("w", encoding="utf-8") as handle:
+        YAML(typ="safe", pure=True).dump(with_file_sd(config, str(tmp_path)), handle)
+    result = subprocess.run(["promtool", "check", "config", str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "remoteWrite" not in prometheus.prometheus_values(Metrics())["server"]
