@@ -192,7 +192,7 @@ REPLACED_BY: dict[str, tuple[Forces, ...]] = {
         Forces("data", f"{_KUBERNETES_SOURCE}: core/v1 Secret"),
         Forces("stringData", f"{_KUBERNETES_SOURCE}: core/v1 Secret"),
     ),
-    # policy/v1 PodDisruptionBudget, autoscaling/v2 HorizontalPodAutoscaler, networking.k8s.io/v1
+    # policy/v1 PodDisruptionBudget, keda.sh/v1alpha1 ScaledObject (a custom resource), networking.k8s.io/v1
     # Ingress, core/v1 Namespace and ServiceAccount: only metadata.name and metadata.namespace.
 }
 

@@ -1,5 +1,5 @@
 """A classic endpoint (no mooncake block) in one region: Deployment, Service,
-PodDisruptionBudget, HorizontalPodAutoscaler, canary Deployment and Service, and its route.
+PodDisruptionBudget, KEDA ScaledObject, canary Deployment and Service, and its route.
 Also the objects each namespace gets once per region."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from components import naming
-from components.render.autoscaling import horizontal_pod_autoscaler
+from components.render.autoscaling import scaled_object
 from components.render.kube import (
     endpoint_pods,
     metadata,
@@ -29,7 +29,7 @@ PROGRESS_DEADLINE_SECONDS = 2 * STARTUP_FAILURE_THRESHOLD * STARTUP_PERIOD_SECON
 def deployment(
     endpoint: PlacedEndpoint, role: naming.Role, replicas: int | None, template: dict[str, Any]
 ) -> dict[str, Any]:
-    """``replicas`` None leaves the count to the HorizontalPodAutoscaler (docs/design.md, decision 9):
+    """``replicas`` None leaves the count to the ScaledObject's HorizontalPodAutoscaler (docs/design.md, decision 9):
     a field Pulumi does not send is a field its server-side apply does not own."""
     spec: dict[str, Any] = {}
     if replicas is not None:
@@ -80,7 +80,7 @@ def pod_disruption_budget(endpoint: PlacedEndpoint, role: naming.Role) -> dict[s
 def primary_replicas(endpoint: PlacedEndpoint) -> int | None:
     spec = endpoint.spec
     if spec.desired_state == "stopped":
-        return 0  # an autoscaler leaves a Deployment at zero alone
+        return 0  # its ScaledObject is paused at zero (components/render/autoscaling.py)
     if spec.autoscaled:
         return None
     assert spec.replicas is not None
@@ -106,14 +106,17 @@ def classic_objects(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
     }
     if spec.autoscaling is not None and spec.autoscaling.enabled:
         name = naming.object_name(endpoint.name, "server")
-        objects["autoscaler"] = horizontal_pod_autoscaler(
+        objects["autoscaler"] = scaled_object(
             name,
             endpoint.namespace,
             endpoint.labels("server"),
-            target=name,
+            endpoint=endpoint.name,
+            role="server",
+            framework=spec.framework,
             min_replicas=spec.autoscaling.min_replicas,
             max_replicas=spec.autoscaling.max_replicas,
-            metrics=spec.autoscaling.metrics,
+            metrics=spec.autoscaling.parsed_metrics,
+            stopped=spec.desired_state == "stopped",
         )
     if spec.canary is not None:
         canary = pod_template(endpoint, "canary", canary_image(endpoint))

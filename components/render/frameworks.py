@@ -47,8 +47,9 @@ class Adapter:
     joined: bool = False
     """``--flag=value`` rather than ``--flag value``."""
     metrics_on: str | None = None
-    """The switch without which the server serves no /metrics on its port (fleetctl verify
-    counts a canary's requests there). Not owned: repeating a switch in args is harmless."""
+    """The switch without which the server serves no /metrics, or not the metrics the scalers and the
+    dashboard read (components/metric_table.py; fleetctl verify counts a canary's requests there).
+    Not owned: repeating a switch in args is harmless."""
     metrics_port: int | None = None
     """Where the server serves Prometheus metrics at ``/metrics`` when not on its own port (the
     region's Prometheus scrapes there, docs/metrics.md); set by a ``fixed`` flag, so owned."""
@@ -122,6 +123,9 @@ ADAPTERS: dict[Framework, Adapter] = {
         joined=True,
         repository=True,
         metrics_port=TRITON_METRICS_PORT,
+        # Triton serves /metrics by default (on --metrics-port, 8002), but its time-to-first-response
+        # histogram only with histogram latencies on (src/metric_model_reporter.cc, core r25.10).
+        metrics_on="--metrics-config=histogram_latencies=true",
     ),
 }
 

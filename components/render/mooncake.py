@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from components import naming
-from components.render.autoscaling import horizontal_pod_autoscaler
+from components.render.autoscaling import scaled_object
 from components.render.classic import pod_disruption_budget
 from components.render.kube import pod_identity_account
 from components.render.kv_transfer import ColdTierTarget
@@ -99,14 +99,17 @@ def _set_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None, routed: 
         for role, role_scaling, kind in roles:
             if scaling.enabled and role_scaling is not None:
                 name = naming.object_name(endpoint.name, role)
-                objects[f"{role}-autoscaler"] = horizontal_pod_autoscaler(
+                objects[f"{role}-autoscaler"] = scaled_object(
                     name,
                     endpoint.namespace,
                     endpoint.labels(role),
-                    target=name,
+                    endpoint=endpoint.name,
+                    role=role,
+                    framework=endpoint.spec.framework,
                     min_replicas=role_scaling.min_replicas,
                     max_replicas=role_scaling.max_replicas,
-                    metrics=role_scaling.metrics,
+                    metrics=role_scaling.parsed_metrics,
+                    stopped=stopped,
                     target_kind=kind,
                 )
         objects["proxy-program"] = program_config_map(endpoint)

@@ -70,16 +70,20 @@ def rollout_surge(manifest: Mapping[str, Any], replicas: int) -> int:
     return scaled(surge, replicas, round_up=True)
 
 
+CEILING_FIELDS = {"ScaledObject": "maxReplicaCount", "HorizontalPodAutoscaler": "maxReplicas"}
+
+
 def workloads_of(manifests: Iterable[Mapping[str, Any]], endpoint: str | None = None) -> list[Workload]:
     """Deployments and StatefulSets of ``manifests``; one without ``replicas`` runs as many as the
-    HorizontalPodAutoscaler targeting it allows (or Kubernetes' default of one)."""
+    autoscaler targeting it allows at most (or Kubernetes' default of one): a KEDA ScaledObject's
+    maxReplicaCount, a HorizontalPodAutoscaler's maxReplicas."""
     manifests = list(manifests)
     ceilings = {
         (manifest["spec"]["scaleTargetRef"]["kind"], manifest["spec"]["scaleTargetRef"]["name"]): int(
-            manifest["spec"]["maxReplicas"]
+            manifest["spec"][CEILING_FIELDS[manifest["kind"]]]
         )
         for manifest in manifests
-        if manifest["kind"] == "HorizontalPodAutoscaler"
+        if manifest["kind"] in CEILING_FIELDS
     }
     found = []
     for manifest in manifests:

@@ -13,7 +13,7 @@ from components.catalog import pins
 from components.render.frameworks import ADAPTERS, ServerInputs, ServerLaunch, flag_name, server_launch
 from components.render.mooncake_env import ROLE_ENV
 from components.scheduling import CAPACITY_TYPE_LABEL, EFA_PAGE_ENTRY_BUDGET, HUGEPAGE_2MI_BYTES, NODE_GROUP_LABEL
-from components.spec.autoscaling import Autoscaling
+from components.spec.autoscaling import Autoscaling, served_rules
 from components.spec.base import (
     FILLED_IN,
     DnsLabel,
@@ -225,7 +225,7 @@ class Endpoint(SpecModel):
     labels: dict[UserLabelKey, LabelValue] = Field(
         default_factory=dict, description="Labels added to every object of the endpoint."
     )
-    autoscaling: Autoscaling | None = Field(None, description="HorizontalPodAutoscaler of a classic endpoint.")
+    autoscaling: Autoscaling | None = Field(None, description="Autoscaler (a KEDA ScaledObject) of a classic endpoint.")
     desired_state: Literal["running", "stopped"] = Field(
         "running", description="stopped keeps every object with zero pods; running restores the counts."
     )
@@ -376,6 +376,20 @@ class Endpoint(SpecModel):
             yield from self._args_rules()
             yield from self._role_args_rules()
             yield from self._group_args_rules()
+        if self.framework is not None:
+            yield from self._scaling_rules(self.framework)
+
+    def _scaling_rules(self, framework: Framework) -> Iterator[PydanticCustomError]:
+        """Every scaling metric is one the workload's framework and devices serve (docs/metrics.md)."""
+        if self.mooncake is None and self.autoscaling is not None and self.autoscaling.enabled:
+            yield from served_rules(self.autoscaling, "autoscaling", framework, self.accelerator, "server")
+        if self.mooncake is not None and self.mooncake.autoscaling.enabled:
+            for role, block in (
+                ("prefill", self.mooncake.autoscaling.prefill),
+                ("decode", self.mooncake.autoscaling.decode),
+            ):
+                if block is not None:
+                    yield from served_rules(block, f"mooncake.autoscaling.{role}", framework, self.accelerator, role)
 
     def _mooncake_rules(self, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
         if self.framework != "vllm":

@@ -17,16 +17,17 @@ KINDS: dict[tuple[str, str], type[pulumi.CustomResource]] = {
     ("apps/v1", "Deployment"): k8s.apps.v1.Deployment,
     ("apps/v1", "StatefulSet"): k8s.apps.v1.StatefulSet,
     ("policy/v1", "PodDisruptionBudget"): k8s.policy.v1.PodDisruptionBudget,
-    ("autoscaling/v2", "HorizontalPodAutoscaler"): k8s.autoscaling.v2.HorizontalPodAutoscaler,
     ("networking.k8s.io/v1", "Ingress"): k8s.networking.v1.Ingress,
     ("networking.k8s.io/v1", "NetworkPolicy"): k8s.networking.v1.NetworkPolicy,
     ("rbac.authorization.k8s.io/v1", "Role"): k8s.rbac.v1.Role,
     ("rbac.authorization.k8s.io/v1", "RoleBinding"): k8s.rbac.v1.RoleBinding,
 }
 
-CUSTOM_KINDS: frozenset[tuple[str, str]] = frozenset({("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet")})
-"""Kinds of the CRDs the platform installs (components/platform/leader_worker_set.py), registered as
-pulumi_kubernetes CustomResources."""
+CUSTOM_KINDS: frozenset[tuple[str, str]] = frozenset(
+    {("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet"), ("keda.sh/v1alpha1", "ScaledObject")}
+)
+"""Kinds of the CRDs the platform installs (components/platform/leader_worker_set.py, KEDA's with the
+metrics pipeline), registered as pulumi_kubernetes CustomResources."""
 
 _UPPER = re.compile(r"(?<!^)(?=[A-Z])")
 

@@ -162,8 +162,8 @@ def add_commands(commands: Subcommands) -> None:
         action="append",
         default=[],
         metavar="METRIC",
-        help="what it scales on: cpu:70, memory:80, gpu:60, gpu_memory:80 or pods/<metric>:<value> "
-        "(repeatable; replaces the list)",
+        help="what it scales on: cpu:70, memory:80, queue:5, running:32, kv_cache:0.8, ttft_p90_ms:500, gpu:60, "
+        "gpu_memory:80 or query:<target>:<PromQL> (repeatable; replaces the list; docs/metrics.md)",
     )
     bounds.add_argument("--role", choices=("prefill", "decode"), help="the Mooncake role (Mooncake endpoints only)")
     toggle = bounds.add_mutually_exclusive_group()

@@ -18,7 +18,7 @@ from components.schedulability.check import node_autoscaled
 from components.schedulability.nodes import Node, region_nodes
 from components.schedulability.platform_pods import DaemonSet, daemon_sets, platform_workloads
 from components.schedulability.quantities import CPU
-from components.schedulability.workloads import Workload
+from components.schedulability.workloads import CEILING_FIELDS, Workload
 from components.spec.region import Region
 from tests.cluster.kube import ApiError, Kube
 
@@ -310,10 +310,10 @@ def wait_established(kube: Kube, crds: Sequence[Mapping[str, Any]], timeout: flo
 
 def scale_to_ceilings(kube: Kube, manifests: Sequence[Mapping[str, Any]]) -> None:
     """A workload an autoscaler owns carries no replica count (design decision 9); the offline
-    check assumes the autoscaler's maximum, so the cluster runs that many, as the
-    HorizontalPodAutoscaler would at its ceiling (its controller does not run here: no metrics)."""
+    check assumes the autoscaler's maximum, so the cluster runs that many, as KEDA's
+    HorizontalPodAutoscaler would at its ceiling (neither runs here: no metrics)."""
     for manifest in manifests:
-        if manifest["kind"] != "HorizontalPodAutoscaler":
+        if manifest["kind"] not in CEILING_FIELDS:
             continue
         target = manifest["spec"]["scaleTargetRef"]
         workload = {
@@ -321,7 +321,8 @@ def scale_to_ceilings(kube: Kube, manifests: Sequence[Mapping[str, Any]]) -> Non
             "kind": target["kind"],
             "metadata": {"name": target["name"], "namespace": manifest["metadata"]["namespace"]},
         }
-        kube.patch(workload, {"spec": {"replicas": int(manifest["spec"]["maxReplicas"])}}, subresource="scale")
+        ceiling = int(manifest["spec"][CEILING_FIELDS[manifest["kind"]]])
+        kube.patch(workload, {"spec": {"replicas": ceiling}}, subresource="scale")
 
 
 # Resetting between regions.

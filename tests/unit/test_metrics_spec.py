@@ -28,7 +28,7 @@ def test_resource_metrics_alone_need_no_pipeline(metrics: tuple[str, ...]) -> No
     assert metrics_of(stack_config(endpoints={"chat": autoscaled(*metrics)})).enabled is False
 
 
-@pytest.mark.parametrize("metric", ["gpu:60", "gpu_memory:80", "pods/vllm:num_requests_waiting:5"])
+@pytest.mark.parametrize("metric", ["gpu:60", "gpu_memory:80", "queue:5"])
 def test_any_other_metric_turns_the_pipeline_on(metric: str) -> None:
     assert metrics_of(stack_config(endpoints={"chat": autoscaled("cpu:70", metric)})).enabled is True
 

@@ -360,7 +360,7 @@ def test_the_canary_set_takes_the_primary_topology_and_is_never_autoscaled() -> 
         "decode": {"min_replicas": 1, "max_replicas": 3},
     }
     objects = objects_of(config)
-    scalers = [m["metadata"]["name"] for m in objects.values() if m["kind"] == "HorizontalPodAutoscaler"]
+    scalers = [m["metadata"]["name"] for m in objects.values() if m["kind"] == "ScaledObject"]
     assert scalers == ["chat-decode"]
     canary_decode = next(m for m in objects.values() if m["metadata"]["name"] == "chat-canary-decode")
     assert canary_decode["spec"]["replicas"] == 1

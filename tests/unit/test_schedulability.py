@@ -187,14 +187,19 @@ def test_replicas_come_from_the_object_or_its_autoscaler_and_rollouts_surge() ->
         "metadata": {"name": "b"},
         "spec": {"scaleTargetRef": {"kind": "Deployment", "name": "b"}, "maxReplicas": 7},
     }
-    statefulset = {**_deployment("c", 3), "kind": "StatefulSet"}
-    stopped = _deployment("d", 0, {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}})
-    found = {
-        w.name: (w.replicas, w.surge)
-        for w in workloads_of([_deployment("a", 8), _deployment("b", None), hpa, statefulset, stopped])
+    scaled_object = {
+        "kind": "ScaledObject",
+        "metadata": {"name": "e"},
+        "spec": {"scaleTargetRef": {"kind": "StatefulSet", "name": "e"}, "minReplicaCount": 0, "maxReplicaCount": 5},
     }
-    # The default maxSurge is 25%, rounded up; StatefulSets and stopped Deployments add none.
-    assert found == {"a": (8, 2), "b": (7, 2), "c": (3, 0), "d": (0, 0)}
+    statefulset = {**_deployment("c", 3), "kind": "StatefulSet"}
+    scaled_statefulset = {**_deployment("e", None), "kind": "StatefulSet"}
+    stopped = _deployment("d", 0, {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}})
+    manifests = [_deployment("a", 8), _deployment("b", None), hpa, statefulset, stopped, scaled_statefulset]
+    found = {w.name: (w.replicas, w.surge) for w in workloads_of([*manifests, scaled_object])}
+    # The default maxSurge is 25%, rounded up; StatefulSets and stopped Deployments add none. A
+    # ScaledObject's workload counts at its maximum, whatever its minimum.
+    assert found == {"a": (8, 2), "b": (7, 2), "c": (3, 0), "d": (0, 0), "e": (5, 0)}
 
 
 def test_a_pod_requests_its_containers_sum_or_its_largest_init_container() -> None:
