@@ -3,8 +3,7 @@
 Prometheus in the cluster scrapes the inference pods and the NVIDIA DCGM exporter, KEDA scales
 on what it answers, and Grafana shows the dashboards. ``enabled`` left unset is resolved where
 the stack model sees both the regions and the endpoints placed in them (components/spec/stack.py):
-on exactly when an endpoint there autoscales on a metric the cluster's metrics-server does not
-serve (anything but cpu and memory).
+on exactly when an endpoint there autoscales (KEDA runs every autoscaler, whatever its metrics).
 """
 
 from __future__ import annotations
@@ -22,8 +21,6 @@ from components.spec.sizes import ByteSize
 if TYPE_CHECKING:
     from components.spec.endpoint import Endpoint
 
-RESOURCE_METRICS = frozenset({"cpu", "memory"})
-"""Metrics an autoscaler reads from the Kubernetes resource metrics API, not from the pipeline."""
 MIN_DISK_BYTES = 2**30
 RETENTION_SIZE_SHARE = 0.8
 """Prometheus stops at this share of ``disk`` (its retention by size); the rest is headroom for
@@ -53,7 +50,7 @@ class Metrics(SpecModel):
     enabled: bool | None = Field(
         None,
         description="Run the region's metrics pipeline (Prometheus, KEDA, the DCGM exporter on NVIDIA nodes, "
-        "Grafana). Unset: on when an endpoint placed in the region autoscales on anything but cpu or memory.",
+        "Grafana). Unset: on when an endpoint placed in the region autoscales (KEDA runs every autoscaler).",
     )
     retention_days: int = Field(7, ge=1, le=90, description="Days of samples Prometheus keeps.")
     disk: ByteSize = Field(
@@ -94,11 +91,6 @@ class Metrics(SpecModel):
         return f"{int(int(self.disk) * RETENTION_SIZE_SHARE) // 2**20}MB"
 
 
-def metric_name(metric: str) -> str:
-    """What a scaling target measures: the part before its target value ('queue:10' -> 'queue')."""
-    return metric.rsplit(":", 1)[0]
-
-
 def scaling_metrics(endpoint: Endpoint) -> tuple[str, ...]:
     """Every scaling target of the endpoint's enabled autoscalers (classic, or each Mooncake role)."""
     if endpoint.mooncake is not None:
@@ -113,5 +105,6 @@ def scaling_metrics(endpoint: Endpoint) -> tuple[str, ...]:
 
 
 def needs_pipeline(endpoint: Endpoint) -> bool:
-    """The endpoint autoscales on a metric only the region's metrics pipeline serves."""
-    return any(metric_name(metric) not in RESOURCE_METRICS for metric in scaling_metrics(endpoint))
+    """The endpoint autoscales at all: every autoscaler is a KEDA ScaledObject
+    (components/render/autoscaling.py), cpu and memory alike, and KEDA runs with the pipeline."""
+    return bool(scaling_metrics(endpoint))

@@ -112,6 +112,7 @@ def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> S
     if front is not None:
         targets = {name: endpoint.target_regions for name, endpoint in endpoints.items()}
         problems += check_front(front, regions, targets)
+    problems += _pipeline_problems(regions, endpoints, placements)
     if problems:
         raise SpecError(sorted(set(root_causes(problems))))
     regions = _resolve_metrics(regions, endpoints, placements)
@@ -120,11 +121,32 @@ def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> S
     )
 
 
+def _pipeline_problems(
+    regions: Mapping[str, Region], endpoints: Mapping[str, Endpoint], placements: list[Placement]
+) -> list[Problem]:
+    """An autoscaler placed in a region whose pipeline is turned off would never act: its
+    ScaledObject needs KEDA's CRDs and controller, which run with the pipeline."""
+    found = []
+    for placement in placements:
+        endpoint = endpoints[placement.endpoint]
+        if needs_pipeline(endpoint) and regions[placement.region].metrics.enabled is False:
+            where = "autoscaling" if endpoint.mooncake is None else "mooncake.autoscaling"
+            found.append(
+                Problem(
+                    f"endpoints.{placement.endpoint}.{where}",
+                    f"autoscales in {placement.region}, whose metrics pipeline is off "
+                    f"(regions.{placement.region}.metrics.enabled: false); KEDA, which runs every autoscaler, "
+                    "comes with it: remove that line (or set it true), or turn the autoscaler off",
+                )
+            )
+    return found
+
+
 def _resolve_metrics(
     regions: dict[str, Region], endpoints: Mapping[str, Endpoint], placements: list[Placement]
 ) -> dict[str, Region]:
     """Each region's ``metrics.enabled`` as given, else on exactly when an endpoint placed there
-    autoscales on a metric only the pipeline serves (components/spec/metrics.py)."""
+    autoscales (components/spec/metrics.py)."""
     resolved = {}
     for name, region in regions.items():
         enabled = region.metrics.enabled

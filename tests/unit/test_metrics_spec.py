@@ -24,13 +24,38 @@ def test_a_region_without_endpoints_runs_no_pipeline() -> None:
 
 
 @pytest.mark.parametrize("metrics", [("cpu:70",), ("memory:80",), ("cpu:70", "memory:80")])
-def test_resource_metrics_alone_need_no_pipeline(metrics: tuple[str, ...]) -> None:
-    assert metrics_of(stack_config(endpoints={"chat": autoscaled(*metrics)})).enabled is False
+def test_resource_metrics_alone_turn_it_on_too_since_keda_runs_every_autoscaler(metrics: tuple[str, ...]) -> None:
+    assert metrics_of(stack_config(endpoints={"chat": autoscaled(*metrics)})).enabled is True
 
 
-@pytest.mark.parametrize("metric", ["gpu:60", "gpu_memory:80", "queue:5"])
+@pytest.mark.parametrize("metric", ["gpu:60", "gpu_memory:80", "queue:5", "query:2:sum(up)"])
 def test_any_other_metric_turns_the_pipeline_on(metric: str) -> None:
     assert metrics_of(stack_config(endpoints={"chat": autoscaled("cpu:70", metric)})).enabled is True
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "path"),
+    [
+        (autoscaled("cpu:70"), "endpoints.chat.autoscaling"),
+        (
+            mooncake_endpoint(
+                {
+                    "mooncake": {
+                        "autoscaling": {"enabled": True, "decode": {"max_replicas": 2, "metrics": ["running:8"]}}
+                    }
+                }
+            ),
+            "endpoints.chat.mooncake.autoscaling",
+        ),
+    ],
+)
+def test_an_autoscaler_in_a_region_whose_pipeline_is_off_is_refused(endpoint: dict[str, Any], path: str) -> None:
+    config = stack_config(region_overrides={"metrics": {"enabled": False}}, endpoints={"chat": endpoint})
+    with pytest.raises(SpecError) as caught:
+        parse_stack_config(config)
+    (problem,) = caught.value.problems
+    assert problem.path == path
+    assert "whose metrics pipeline is off (regions.us-east-1.metrics.enabled: false)" in problem.message
 
 
 def test_a_disabled_autoscaler_needs_no_pipeline() -> None:
@@ -58,7 +83,8 @@ def test_an_endpoint_placed_elsewhere_does_not_turn_it_on_here() -> None:
 
 @pytest.mark.parametrize("enabled", [True, False])
 def test_an_explicit_setting_wins_over_the_default(enabled: bool) -> None:
-    config = stack_config(region_overrides={"metrics": {"enabled": enabled}}, endpoints={"chat": autoscaled("gpu:6")})
+    """On without an autoscaler (for the dashboards), off with endpoints that do not autoscale."""
+    config = stack_config(region_overrides={"metrics": {"enabled": enabled}}, endpoints={"chat": classic_endpoint()})
     assert metrics_of(config).enabled is enabled
 
 
