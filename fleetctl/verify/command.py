@@ -27,6 +27,7 @@ from components.spec import Endpoint, StackSpec
 from components.spec.errors import ProblemsError
 from fleetctl.project import resolve_stack
 from fleetctl.stackfile import load_stack
+from fleetctl.verify.autoscaler import autoscaled_workloads, autoscaler_active
 from fleetctl.verify.client import CheckError, Client
 from fleetctl.verify.global_front import global_checks
 from fleetctl.verify.incluster import (
@@ -224,9 +225,16 @@ def cluster_checks(
     triton: TritonModel,
     arguments: argparse.Namespace,
 ) -> list[Check]:
-    """The checks that read the pods: the canary's share, Mooncake's KV evidence (of each set, when
-    a Mooncake endpoint runs a canary set: its own checks, named ``canary ...``)."""
+    """The checks that read the cluster: the autoscalers, the canary's share, Mooncake's KV evidence
+    (of each set, when a Mooncake endpoint runs a canary set: its own checks, named ``canary ...``)."""
     wanted: list[tuple[str, Callable[[Target], str], str]] = []
+    workloads = autoscaled_workloads(name, endpoint)
+    if workloads:
+
+        def active(target: Target) -> str:
+            return autoscaler_active(target.cluster, target.namespace, workloads)
+
+        wanted.append(("autoscaler active", active, name))
     if endpoint.canary is not None:
         share = partial(canary_share, requests=arguments.canary_requests, triton=triton)
         wanted.append(("canary share", share, name))
