@@ -77,6 +77,7 @@ class Fleet(pulumi.ComponentResource):
                     kubernetes=platform.kubernetes,
                     platform=platform.workload_dependencies,
                     cold_tier_bucket=platform.cold_tier.bucket_name if platform.cold_tier is not None else None,
+                    dashboard=bool(spec.regions[region].metrics.enabled),
                 ),
                 pulumi.ResourceOptions(parent=self, providers={"kubernetes": platform.kubernetes}),
             )

@@ -1,5 +1,6 @@
 """Everything the endpoints of one region run on its cluster: per namespace the Namespace
-and the workload ServiceAccount, per endpoint an InferenceEndpoint."""
+and the workload ServiceAccount, per endpoint an InferenceEndpoint, and with the metrics
+pipeline the region's Grafana dashboard."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ import pulumi_kubernetes as k8s
 
 from components import naming
 from components.render.classic import namespace, workload_service_account
+from components.render.dashboard import dashboard_config_map, dashboard_rows
 from components.render.placement import PlacedEndpoint
 from components.workloads.endpoint import InferenceEndpoint, InferenceEndpointArgs
 from components.workloads.kube import register
@@ -28,6 +30,8 @@ class RegionalWorkloadsArgs:
     """What pods need before they are created (node groups, device plugins, load balancer controller)."""
     cold_tier_bucket: pulumi.Output[str] | None
     """The region's cold-tier bucket, when it has one."""
+    dashboard: bool = False
+    """The region runs the metrics pipeline: its Grafana dashboard goes into the pipeline's namespace."""
 
 
 class RegionalWorkloads(pulumi.ComponentResource):
@@ -65,4 +69,10 @@ class RegionalWorkloads(pulumi.ComponentResource):
                 pulumi.ResourceOptions(parent=self),
             )
             self.records[endpoint.name] = component.record
+        if args.dashboard:
+            register(
+                naming.platform_name(region, "dashboard"),
+                dashboard_config_map(region, dashboard_rows(args.endpoints)),
+                pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=list(args.platform)),
+            )
         self.register_outputs({"records": self.records})

@@ -18,6 +18,7 @@ from tests.component.programs import edited, plan_directory
 ROUTE = "kubernetes:networking.k8s.io/v1:Ingress"
 DEPLOYMENT = "kubernetes:apps/v1:Deployment"
 SERVICE = "kubernetes:core/v1:Service"
+CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 PROD_REGIONS = ("eu-west-1", "us-east-1")
 ACTION = "metadata.annotations['alb.ingress.kubernetes.io/actions.summarize'](json)"
 
@@ -49,9 +50,6 @@ def edited_with_fleetctl(tmp_path: Path, stack: str, *argv: str) -> Path:
     shutil.copyfile(stack_path(stack), copy)
     assert fleetctl([*argv, "--stack-file", str(copy)]) == 0
     return copy
-
-
-PIPELINE = "inference-fleet:platform:MetricsPipeline"
 
 
 def planned_edit(
@@ -112,6 +110,8 @@ def test_promote_changes_the_primary_image_deletes_the_canary_and_restores_the_r
             *(("delete", DEPLOYMENT, f"{region}-summarize-canary", "delete") for region in PROD_REGIONS),
             *(("delete", SERVICE, f"{region}-summarize-canary", "delete") for region in PROD_REGIONS),
             *(("update", ROUTE, f"{region}-summarize", "traffic only") for region in PROD_REGIONS),
+            # the region's dashboard loses the canary's row
+            *(("update", CONFIG_MAP, f"{region}-dashboard", "in place") for region in PROD_REGIONS),
         ]
     )
     primary = next(entry for entry in entries if entry["name"] == "us-east-1-summarize" and entry["type"] == DEPLOYMENT)
@@ -134,6 +134,7 @@ def test_rollback_deletes_the_canary_and_restores_the_route_leaving_the_primary_
             *(("delete", DEPLOYMENT, f"{region}-summarize-canary", "delete") for region in PROD_REGIONS),
             *(("delete", SERVICE, f"{region}-summarize-canary", "delete") for region in PROD_REGIONS),
             *(("update", ROUTE, f"{region}-summarize", "traffic only") for region in PROD_REGIONS),
+            *(("update", CONFIG_MAP, f"{region}-dashboard", "in place") for region in PROD_REGIONS),
         ]
     )
 
@@ -155,22 +156,15 @@ def test_removing_an_endpoint_deletes_all_of_its_objects_and_nothing_else(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     entries = planned_edit(base_plans, tmp_path, capsys, "prod", "endpoint", "remove", "summarize")
-    assert {entry["action"] for entry in entries} == {"delete"}
     endpoint = [entry for entry in entries if "-summarize" in entry["name"]]
+    assert {entry["action"] for entry in endpoint} == {"delete"}
     assert {entry["name"].split("-summarize")[0] for entry in endpoint} == set(PROD_REGIONS)
     assert len(endpoint) == 2 * 9  # per region: the component and its eight objects
-    # summarize was the only endpoint of prod autoscaling on a metric the pipeline serves (gpu), so
-    # each region's metrics pipeline, on by default only while an endpoint needs it, goes too.
-    pipelines = [entry for entry in entries if entry not in endpoint]
-    assert {entry["name"] for entry in pipelines if entry["type"] == PIPELINE} == {
-        f"{region}-metrics" for region in PROD_REGIONS
-    }
-    assert all(any(entry["name"].startswith(f"{region}-") for region in PROD_REGIONS) for entry in pipelines)
-    assert {entry["name"] for entry in pipelines if entry["type"].startswith("kubernetes:helm")} == {
-        f"{region}-{chart}"
-        for region in PROD_REGIONS
-        for chart in ("keda", "prometheus", "metrics-server", "dcgm-exporter", "grafana")
-    }
+    # chat still autoscales, so each region keeps its metrics pipeline; its dashboard loses
+    # summarize's rows and nothing else changes.
+    assert summary([entry for entry in entries if entry not in endpoint]) == sorted(
+        ("update", CONFIG_MAP, f"{region}-dashboard", "in place") for region in PROD_REGIONS
+    )
 
 
 def test_a_topology_edit_changes_only_the_role_counts(

@@ -1,0 +1,165 @@
+"""The region's Grafana dashboard: a ConfigMap in the metrics namespace labelled for Grafana's
+dashboard sidecar, one row per endpoint and serving role (classic servers, canaries, prefill,
+decode), each panel a query on the region's Prometheus built from the framework metric table
+(components/metric_table.py). A signal the framework does not expose gets no panel; the row's
+note names what is missing, so nobody reads an empty graph as an idle server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from components import naming
+from components.metric_table import DCGM, SIGNAL_MEANING, TABLE, Series, Signal
+from components.render.autoscaling import selector
+from components.render.endpoint import endpoint_objects
+from components.render.kube import metadata
+from components.render.placement import PlacedEndpoint
+from components.spec.images import Framework
+
+DASHBOARD_LABEL = ("grafana_dashboard", "1")
+"""The label Grafana's dashboard sidecar loads ConfigMaps by (the grafana chart's default)."""
+DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
+SOURCE_VARIABLE = {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Prometheus"}
+"""Panels name the data source through this variable: whichever Prometheus source Grafana has."""
+WINDOW = "2m"
+SERVING_ROLES = ("server", "canary", "prefill", "decode")
+"""Roles whose pods run the framework's server (proxy and store master export none of its metrics)."""
+_WIDTH, _HEIGHT = 8, 7
+
+
+def dashboard_name(region: str) -> str:
+    return f"{naming.PROJECT}-{region}"
+
+
+def serving_workloads(manifests: Iterable[Mapping[str, Any]]) -> list[tuple[str, naming.Role]]:
+    """(series endpoint label, role) of each workload that runs a server, as its pods are labelled."""
+    found = []
+    for manifest in manifests:
+        if manifest["kind"] not in ("Deployment", "StatefulSet"):
+            continue
+        labels = manifest["spec"]["template"]["metadata"]["labels"]
+        role = labels["app.kubernetes.io/component"]
+        if role in SERVING_ROLES:
+            found.append((labels["app.kubernetes.io/name"], role))
+    return found
+
+
+def _quantiles(sample: str, labels: str, to_ms: float) -> list[dict[str, str]]:
+    scale = "" if to_ms == 1.0 else f" * {to_ms:g}"
+    return [
+        {
+            "expr": f"histogram_quantile({q}, sum by (le) (rate({sample}{labels}[{WINDOW}]))){scale}",
+            "legendFormat": f"p{int(q * 100)}",
+        }
+        for q in (0.5, 0.9, 0.99)
+    ]
+
+
+def _targets(signal: Signal, entry: Series, labels: str) -> list[dict[str, str]] | None:
+    """A signal's queries on one role's series; None where the entry cannot be read so."""
+    if signal in ("requests", "kv_transfers"):
+        return [{"expr": f"sum(rate({entry.count}{labels}[{WINDOW}]))", "legendFormat": signal}]
+    if signal in ("ttft", "inter_token"):
+        return None if entry.to_ms is None else _quantiles(entry.sample, labels, entry.to_ms)
+    aggregate = "avg" if signal == "kv_cache" else "sum"
+    return [{"expr": f"{aggregate}({entry.name}{labels})", "legendFormat": signal}]
+
+
+PANELS: tuple[tuple[Signal, str, str], ...] = (
+    ("requests", "Requests finished /s", "reqps"),
+    ("ttft", "Time to first token", "ms"),
+    ("inter_token", "Inter-token latency", "ms"),
+    ("queue", "Requests waiting", "short"),
+    ("running", "Sequences running", "short"),
+    ("kv_cache", "KV-cache usage", "percentunit"),
+    ("kv_transfers", "KV transfers /s", "ops"),
+)
+
+
+def _panel(title: str, unit: str, targets: list[dict[str, str]]) -> dict[str, Any]:
+    return {
+        "type": "timeseries",
+        "title": title,
+        "datasource": DATASOURCE,
+        "fieldConfig": {"defaults": {"unit": unit}},
+        "targets": [
+            {**target, "refId": chr(ord("A") + index), "datasource": DATASOURCE} for index, target in enumerate(targets)
+        ],
+    }
+
+
+def role_panels(namespace: str, endpoint: str, role: naming.Role, framework: Framework) -> list[dict[str, Any]]:
+    """Every panel of one role's row; a note of what the framework does not expose last."""
+    row = TABLE[framework]
+    labels = selector(namespace, endpoint, role)
+    panels: list[dict[str, Any]] = []
+    missing: list[Signal] = []
+    for signal, title, unit in PANELS:
+        if signal == "kv_transfers" and role not in ("prefill", "decode"):
+            continue  # only split roles move KV between pods
+        entry = row.get(signal)
+        targets = None if entry is None else _targets(signal, entry, labels)
+        if targets is None:
+            missing.append(signal)
+        else:
+            panels.append(_panel(title, unit, targets))
+    gpu = [{"expr": f"avg({DCGM['gpu'].name}{labels})", "legendFormat": "gpu"}]
+    panels.append(_panel("GPU utilisation", "percent", gpu))
+    if missing:
+        names = ", ".join(SIGNAL_MEANING[signal] for signal in missing)
+        note = f"{framework} exposes no {names}: these panels are left out."
+        panels.append({"type": "text", "title": "Not exposed", "options": {"mode": "markdown", "content": note}})
+    return panels
+
+
+def dashboard(region: str, rows: Iterable[tuple[str, str, naming.Role, Framework]]) -> dict[str, Any]:
+    """Grafana dashboard JSON; ``rows`` are (namespace, series endpoint, role, framework)."""
+    panels: list[dict[str, Any]] = []
+    y = 0
+    for namespace, endpoint, role, framework in rows:
+        panels.append(
+            {"type": "row", "title": f"{endpoint} / {role} ({framework}, {namespace})", "collapsed": False,
+             "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": []}
+        )  # fmt: skip
+        y += 1
+        row_panels = role_panels(namespace, endpoint, role, framework)
+        for index, panel in enumerate(row_panels):
+            x = (index % 3) * _WIDTH
+            panel["gridPos"] = {"h": _HEIGHT, "w": _WIDTH, "x": x, "y": y + (index // 3) * _HEIGHT}
+            panels.append(panel)
+        y += -(-len(row_panels) // 3) * _HEIGHT
+    for number, panel in enumerate(panels, start=1):
+        panel["id"] = number
+    return {
+        "uid": dashboard_name(region)[:40],
+        "title": f"Inference fleet: {region}",
+        "tags": [naming.PROJECT],
+        "timezone": "utc",
+        "schemaVersion": 39,
+        "refresh": "30s",
+        "time": {"from": "now-3h", "to": "now"},
+        "templating": {"list": [SOURCE_VARIABLE]},
+        "panels": panels,
+    }
+
+
+def dashboard_config_map(region: str, rows: Iterable[tuple[str, str, naming.Role, Framework]]) -> dict[str, Any]:
+    name = dashboard_name(region)
+    key, value = DASHBOARD_LABEL
+    return {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": metadata(name, naming.METRICS_NAMESPACE, {**naming.fleet_labels(), key: value}),
+        "data": {f"{name}.json": json.dumps(dashboard(region, rows), indent=1, sort_keys=True)},
+    }
+
+
+def dashboard_rows(endpoints: Iterable[PlacedEndpoint]) -> list[tuple[str, str, naming.Role, Framework]]:
+    """Each serving workload of the region's endpoints (canary sets included), in endpoint order."""
+    rows = []
+    for endpoint in sorted(endpoints, key=lambda placed: placed.name):
+        for series_endpoint, role in serving_workloads(endpoint_objects(endpoint).values()):
+            rows.append((endpoint.namespace, series_endpoint, role, endpoint.spec.framework))
+    return rows
