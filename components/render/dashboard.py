@@ -18,11 +18,8 @@ from components.render.kube import metadata
 from components.render.placement import PlacedEndpoint
 from components.spec.images import Framework
 
-DASHBOARD_LABEL = ("grafana_dashboard", "1")
-"""The label Grafana's dashboard sidecar loads ConfigMaps by (the grafana chart's default)."""
-DATASOURCE = {"type": "prometheus", "uid": "${datasource}"}
-SOURCE_VARIABLE = {"name": "datasource", "type": "datasource", "query": "prometheus", "label": "Prometheus"}
-"""Panels name the data source through this variable: whichever Prometheus source Grafana has."""
+DATASOURCE = {"type": "prometheus", "uid": naming.DASHBOARD_DATASOURCE_UID}
+"""The region's Prometheus, as the pipeline's Grafana provisions it (components/platform/grafana.py)."""
 WINDOW = "2m"
 SERVING_ROLES = ("server", "canary", "prefill", "decode")
 """Roles whose pods run the framework's server (proxy and store master export none of its metrics)."""
@@ -140,14 +137,13 @@ def dashboard(region: str, rows: Iterable[tuple[str, str, naming.Role, Framework
         "schemaVersion": 39,
         "refresh": "30s",
         "time": {"from": "now-3h", "to": "now"},
-        "templating": {"list": [SOURCE_VARIABLE]},
         "panels": panels,
     }
 
 
 def dashboard_config_map(region: str, rows: Iterable[tuple[str, str, naming.Role, Framework]]) -> dict[str, Any]:
     name = dashboard_name(region)
-    key, value = DASHBOARD_LABEL
+    key, value = naming.DASHBOARD_LABEL
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",

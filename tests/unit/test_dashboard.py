@@ -13,6 +13,7 @@ import kubernetes_validate
 from ruamel.yaml import YAML
 
 from components import naming
+from components.platform.grafana import grafana_values
 from components.render.dashboard import dashboard_config_map, dashboard_rows
 from components.render.placement import placed
 from components.spec import parse_stack_config
@@ -54,6 +55,14 @@ def test_a_row_per_serving_workload_of_the_region() -> None:
         "summarize / server (vllm, inference)",
         "summarize / canary (vllm, inference)",
     ]
+
+
+def test_every_panel_reads_the_prometheus_the_pipelines_grafana_provisions() -> None:
+    _, board = prod_dashboard()
+    (source,) = grafana_values()["datasources"]["datasources.yaml"]["datasources"]
+    for panel in board["panels"]:
+        if panel["type"] == "timeseries":
+            assert panel["datasource"] == {"type": source["type"], "uid": source["uid"]}
 
 
 def test_split_roles_show_kv_transfers_and_every_panel_reads_its_own_role() -> None:
