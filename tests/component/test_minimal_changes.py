@@ -211,3 +211,21 @@ def test_a_store_edit_changes_the_config_and_rolls_exactly_the_pods_that_read_it
         "spec.template.spec.containers[0].resources.limits.hugepages-2Mi",
         "spec.template.spec.containers[0].resources.requests.hugepages-2Mi",
     }
+
+
+def test_autoscaling_an_endpoint_creates_its_scaled_object_and_the_regions_pipeline_and_frees_its_count(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """dev autoscales nothing, so it runs no metrics pipeline; the first autoscaler brings it (KEDA
+    runs every autoscaler), and the Deployment only gives up its replica count."""
+    entries = planned_edit(
+        base_plans, tmp_path, capsys, "dev", "autoscaling", "set", "assistant", "--max", "3", "--metric", "queue:8"
+    )
+    assert {entry["action"] for entry in entries} == {"create", "update"}
+    (update,) = [entry for entry in entries if entry["action"] == "update"]
+    assert (update["type"], update["name"]) == (DEPLOYMENT, "us-west-2-assistant")
+    assert paths(update) == {"spec.replicas"}
+    created = {(entry["type"], entry["name"]) for entry in entries if entry["action"] == "create"}
+    assert ("kubernetes:keda.sh/v1alpha1:ScaledObject", "us-west-2-assistant") in created
+    assert ("inference-fleet:platform:MetricsPipeline", "us-west-2-metrics") in created
+    assert (CONFIG_MAP, "us-west-2-dashboard") in created
