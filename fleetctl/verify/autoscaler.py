@@ -6,7 +6,9 @@ hpaName, externalMetricNames, resourceMetricNames, conditions Ready/Active/Fallb
 controllers/keda/hpa.go (one HPA metric per trigger: External ``s<trigger index>-<scaler
 metric>`` for a prometheus trigger, Resource for cpu and memory). What the HPA controller writes:
 autoscaling/v2 HorizontalPodAutoscalerStatus.currentMetrics, one entry per metric it could read,
-and the condition ScalingActive, False with the reason when it could read none."""
+and the condition ScalingActive, False with the reason when it could read none. Since KEDA reads a
+query that finds no series as 0, each prometheus trigger's query is also asked of the region's
+Prometheus (through the API server's service proxy) and must find its series."""
 
 from __future__ import annotations
 
@@ -100,6 +102,31 @@ def judge(scaled_object: Mapping[str, Any], hpa: Mapping[str, Any]) -> str:
     return f"{name}: " + ", ".join(reported)
 
 
+PROMETHEUS_QUERY = (
+    f"/api/v1/namespaces/{naming.METRICS_NAMESPACE}/services/{naming.PROMETHEUS_SERVICE}:{naming.PROMETHEUS_PORT}"
+    "/proxy/api/v1/query"
+)
+"""The region's Prometheus query API through the API server's service proxy."""
+
+
+def judge_query(trigger: Mapping[str, Any], answer: Mapping[str, Any]) -> str | None:
+    """A prometheus trigger's query as Prometheus answers it now. KEDA reads an empty result as 0
+    (pkg/scalers/prometheus_scaler.go, ignoreNullValues), so a query whose series are missing
+    would look like an idle workload in the HPA's status: that fails here. NaN (a percentile over
+    a window without requests) is an idle workload indeed. Returns a note for NaN, else None."""
+    label = trigger.get("name", "prometheus")
+    result = (answer.get("data") or {}).get("result")
+    if answer.get("status") != "success" or result is None:
+        raise CheckError(f"trigger {label}: Prometheus refused its query ({answer.get('error', 'no data')})")
+    if not result:
+        raise CheckError(
+            f"trigger {label}: its query returns no series, which KEDA reads as 0 (is the pipeline scraping "
+            f"these pods?): {trigger['metadata']['query']}"
+        )
+    value = str(result[0].get("value", [None, ""])[1])
+    return f"{label}: no requests in the window" if value.lower() == "nan" else None
+
+
 def autoscaler_active(cluster: Cluster, namespace: str, workloads: list[str]) -> str:
     details = []
     for workload in workloads:
@@ -110,5 +137,11 @@ def autoscaler_active(cluster: Cluster, namespace: str, workloads: list[str]) ->
         hpa = json.loads(
             cluster.get(f"/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers/{hpa_name}")
         )
-        details.append(judge(scaled_object, hpa))
+        detail = judge(scaled_object, hpa)
+        for trigger in scaled_object["spec"]["triggers"]:
+            if trigger["type"] == "prometheus":
+                answer = json.loads(cluster.get(PROMETHEUS_QUERY, query=trigger["metadata"]["query"]))
+                note = judge_query(trigger, answer)
+                detail += f" ({note})" if note else ""
+        details.append(detail)
     return "; ".join(details)

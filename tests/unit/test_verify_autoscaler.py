@@ -7,12 +7,13 @@ scaledobject.keda.sh/name selector; Resource metrics after) with an autoscaling/
 from __future__ import annotations
 
 import copy
+import json
 from typing import Any
 
 import pytest
 
 from components.render.classic import classic_objects
-from fleetctl.verify.autoscaler import autoscaled_workloads, judge
+from fleetctl.verify.autoscaler import PROMETHEUS_QUERY, autoscaled_workloads, autoscaler_active, judge, judge_query
 from fleetctl.verify.client import CheckError
 
 from .stack_builders import placed_endpoint, with_classic, with_mooncake
@@ -150,3 +151,65 @@ def test_the_check_covers_each_autoscaled_workload_of_a_running_endpoint() -> No
     split = placed_endpoint(with_mooncake({"mooncake": {"autoscaling": roles}})).spec
     assert autoscaled_workloads("chat", split) == ["chat-decode"]
     assert autoscaled_workloads("chat", placed_endpoint(with_classic()).spec) == []
+
+
+# Each prometheus trigger's query, asked of the region's Prometheus (its /api/v1/query answers).
+
+
+def answer(*values: str) -> dict[str, Any]:
+    return {
+        "status": "success",
+        "data": {"resultType": "vector", "result": [{"metric": {}, "value": [1764590400.0, v]} for v in values]},
+    }
+
+
+def trigger(name: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [t for t in scaled_object()["spec"]["triggers"] if t.get("name") == name]
+    assert len(found) == 1
+    return found[0]
+
+
+def test_a_query_whose_series_exist_passes_and_nan_reads_as_no_requests() -> None:
+    assert judge_query(trigger("queue"), answer("13")) is None
+    assert judge_query(trigger("ttft-p90-ms"), answer("NaN")) == "ttft-p90-ms: no requests in the window"
+
+
+def test_a_query_without_series_fails_since_keda_would_read_it_as_zero() -> None:
+    with pytest.raises(CheckError, match="trigger queue: its query returns no series, which KEDA reads as 0"):
+        judge_query(trigger("queue"), answer())
+
+
+def test_a_query_prometheus_refuses_fails_with_its_error() -> None:
+    refused = {"status": "error", "errorType": "bad_data", "error": "parse error"}
+    with pytest.raises(CheckError, match="Prometheus refused its query \\(parse error\\)"):
+        judge_query(trigger("queue"), refused)
+
+
+class RecordedCluster:
+    """The three reads the check makes, answered from recorded objects; every other path fails."""
+
+    def __init__(self, prometheus: dict[str, dict[str, Any]]) -> None:
+        self.prometheus = prometheus
+        self.asked: list[str] = []
+
+    def get(self, path: str, **query: str | int) -> bytes:
+        if path == "/apis/keda.sh/v1alpha1/namespaces/inference/scaledobjects/chat":
+            return json.dumps(scaled_object()).encode()
+        if path == "/apis/autoscaling/v2/namespaces/inference/horizontalpodautoscalers/chat":
+            return json.dumps(hpa()).encode()
+        if path == PROMETHEUS_QUERY:
+            self.asked.append(str(query["query"]))
+            return json.dumps(self.prometheus[str(query["query"])]).encode()
+        raise CheckError(f"unexpected GET {path}")
+
+
+def test_the_check_asks_prometheus_every_trigger_query_through_the_api_server() -> None:
+    queries = [t["metadata"]["query"] for t in scaled_object()["spec"]["triggers"] if t["type"] == "prometheus"]
+    cluster = RecordedCluster({queries[0]: answer("13"), queries[1]: answer("NaN")})
+    detail = autoscaler_active(cluster, "inference", ["chat"])  # type: ignore[arg-type]
+    assert cluster.asked == queries
+    assert PROMETHEUS_QUERY == "/api/v1/namespaces/inference-fleet-metrics/services/prometheus:9090/proxy/api/v1/query"
+    assert detail == "chat: queue=6500m per replica, ttft-p90-ms=612, cpu=41% (ttft-p90-ms: no requests in the window)"
+    cluster = RecordedCluster({queries[0]: answer(), queries[1]: answer("NaN")})
+    with pytest.raises(CheckError, match="trigger queue: its query returns no series"):
+        autoscaler_active(cluster, "inference", ["chat"])  # type: ignore[arg-type]
