@@ -229,3 +229,19 @@ def test_autoscaling_an_endpoint_creates_its_scaled_object_and_the_regions_pipel
     assert ("kubernetes:keda.sh/v1alpha1:ScaledObject", "us-west-2-assistant") in created
     assert ("inference-fleet:platform:MetricsPipeline", "us-west-2-metrics") in created
     assert (CONFIG_MAP, "us-west-2-dashboard") in created
+
+
+def test_changing_a_roles_scaling_metrics_updates_only_its_scaled_object(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A metric edit is the ScaledObject's triggers, in place: the role's workload, its pods and
+    its HPA's name (KEDA keeps it: advanced.horizontalPodAutoscalerConfig.name) stay."""
+    entries = planned_edit(
+        base_plans, tmp_path, capsys, "prod", "autoscaling", "set", "chat", "--role", "decode", "--metric", "running:48"
+    )
+    assert summary(entries) == [
+        ("update", "kubernetes:keda.sh/v1alpha1:ScaledObject", f"{region}-chat-decode", "in place")
+        for region in PROD_REGIONS
+    ]
+    for entry in entries:
+        assert {path.split("[")[0] for path in paths(entry)} == {"spec.triggers"}
