@@ -17,12 +17,16 @@ ROLES = (
     "        roles:\n          prefill: {nodes: 2}\n          decode: {nodes: 2}\n",
 )
 P5_MAX = "max_size: 5                 # chat's 2P2D, and a third decode pod while it rolls"
+CHAT_AUTOSCALING = "          enabled: true\n          prefill:"
+"""Groups are sized by the topology, not autoscaled: prod's role autoscalers are turned off here."""
 
 
 def test_groups_plan_leader_worker_sets_and_their_controller_where_they_run(tmp_path: Path) -> None:
     text = edited(tmp_path, "prod", ROLES).read_text()
     assert text.count(P5_MAX) == 2  # both regions' p5 groups: 2 groups of 2 per role, 8 nodes
     stack_file = tmp_path / "Pulumi.prod.yaml"
+    assert text.count(CHAT_AUTOSCALING) == 1
+    text = text.replace(CHAT_AUTOSCALING, CHAT_AUTOSCALING.replace("true", "false"))
     stack_file.write_text(text.replace(P5_MAX, "max_size: 8"))
     plan = run_program(read_stack_file(stack_file))
 
