@@ -2,14 +2,18 @@
 summed by the part of the stack it belongs to.
 
 A built-in function (``isinstance``, a C method) has no file; its time is shared among its callers'
-parts in proportion to the time each spent in it. Times are under the profiler, which slows
-function calls several times over: compare the parts with each other, not with the wall times.
+parts in proportion to the time each spent in it. Times are the process's CPU time
+(``time.process_time``), not the wall clock: on a shared machine the wall clock also counts the time
+other programs held the cores, and a load that swings between two profiles would tilt one against
+the other. They are under the profiler, which slows function calls several times over: compare the
+parts with each other, not with the wall times.
 """
 
 from __future__ import annotations
 
 import cProfile
 import pstats
+import time
 from collections import defaultdict
 from collections.abc import Callable, Mapping
 from typing import Any, Final
@@ -71,7 +75,7 @@ def parts(stats: pstats.Stats) -> dict[str, float]:
 
 def profiled(function: Callable[[], object]) -> dict[str, float]:
     """Run ``function`` under cProfile; its own time per part."""
-    profile = cProfile.Profile()
+    profile = cProfile.Profile(time.process_time)
     profile.enable()
     try:
         function()

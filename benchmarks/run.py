@@ -860,8 +860,8 @@ def profile_section(profile: Mapping[str, Mapping[str, float]] | None) -> list[s
         f"## Where the time goes, from profiles (cProfile of N={endpoints}, R={regions})",
         "",
         "Each function's own time, summed by the part of the stack its file belongs to (benchmarks/profiles.py; "
-        "a built-in's time is shared among its callers' parts). Under the profiler, so slower than the wall "
-        "times above: read the parts against each other.",
+        "a built-in's time is shared among its callers' parts), in the process's CPU time. Under the profiler, "
+        "so slower than the wall times above: read the parts against each other.",
         "",
         *profiles.table(profile["ours"], profile["floor"]),
         "",
