@@ -199,7 +199,10 @@ def pod_states(kube: Kube) -> list[PodState]:
             continue
         namespace = metadata["namespace"]
         owner = next((o for o in metadata.get("ownerReferences") or [] if o.get("controller")), None)
-        if owner is None:
+        group = group_label(metadata.get("labels") or {}, namespace)
+        if group is not None:
+            workload = group
+        elif owner is None:
             workload = label_of("Pod", namespace, metadata["name"])
         elif owner["kind"] == "ReplicaSet":
             workload = replica_sets.get(
@@ -274,8 +277,70 @@ def settle(kube: Kube, timeout: float = SETTLE_SECONDS) -> list[PodState]:
 # Applying.
 
 
+GROUP_NAME_LABEL = "leaderworkerset.sigs.k8s.io/name"
+GROUP_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/group-index"
+WORKER_INDEX_LABEL = "leaderworkerset.sigs.k8s.io/worker-index"
+
+
+def group_stand_ins(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """What LeaderWorkerSet's controller (not run here) makes of a LeaderWorkerSet, as far as pods go
+    (kubernetes-sigs/lws v0.10.0 pkg/controllers): a StatefulSet of the groups' leaders named after
+    it, with ``replicas`` pods from the leader template, and per group ``i`` a StatefulSet
+    ``<name>-<i>`` of ``size - 1`` workers from the worker template; the pods labelled with the set's
+    name and their worker index, as the controller labels them ("0" on leaders; the stand-ins give
+    every worker "1", their group index telling the groups' StatefulSets apart)."""
+    metadata, spec = manifest["metadata"], manifest["spec"]
+    name, namespace = metadata["name"], metadata["namespace"]
+    group = spec["leaderWorkerTemplate"]
+    replicas, size = int(spec.get("replicas", 1)), int(group["size"])
+
+    def stateful_set(set_name: str, count: int, template: Mapping[str, Any], labels: dict[str, str]) -> dict[str, Any]:
+        pod_labels = {**template.get("metadata", {}).get("labels", {}), GROUP_NAME_LABEL: name, **labels}
+        return {
+            "apiVersion": "apps/v1",
+            "kind": "StatefulSet",
+            "metadata": {"name": set_name, "namespace": namespace, "labels": {GROUP_NAME_LABEL: name}},
+            "spec": {
+                "replicas": count,
+                "serviceName": set_name,
+                "podManagementPolicy": "Parallel",
+                "selector": {"matchLabels": {GROUP_NAME_LABEL: name, **labels}},
+                "template": {"metadata": {"labels": pod_labels}, "spec": template["spec"]},
+            },
+        }
+
+    leaders = stateful_set(name, replicas, group["leaderTemplate"], {WORKER_INDEX_LABEL: "0"})
+    workers = [
+        stateful_set(
+            f"{name}-{index}",
+            size - 1,
+            group["workerTemplate"],
+            {WORKER_INDEX_LABEL: "1", GROUP_INDEX_LABEL: str(index)},
+        )
+        for index in range(replicas)
+    ]
+    return [leaders, *workers]
+
+
+def group_label(pod_labels: Mapping[str, str], namespace: str) -> str | None:
+    """The offline check's label of a group pod's workload (``workloads._group_workloads``)."""
+    name = pod_labels.get(GROUP_NAME_LABEL)
+    if name is None:
+        return None
+    part = "leaders" if pod_labels.get(WORKER_INDEX_LABEL) == "0" else "workers"
+    return f"{label_of('LeaderWorkerSet', namespace, name)} ({part})"
+
+
 def apply_all(kube: Kube, manifests: Iterable[Mapping[str, Any]]) -> None:
-    """Namespaces and CRDs first (and the CRDs established), then what pods refer to, then the rest."""
+    """Namespaces and CRDs first (and the CRDs established), then what pods refer to, then the rest;
+    a LeaderWorkerSet with the StatefulSets its controller would make (``group_stand_ins``)."""
+    manifests = list(manifests)
+    manifests += [
+        stand_in
+        for manifest in manifests
+        if manifest["kind"] == "LeaderWorkerSet"
+        for stand_in in group_stand_ins(manifest)
+    ]
     ordered = sorted(
         manifests,
         key=lambda m: (
@@ -408,7 +473,8 @@ def run_region(kube: Kube, region_name: str, region: Region, *stages: Sequence[M
                 run.advertised.setdefault(node_name, {})[daemon_set.resource] = supply
     for node_name, extra in run.advertised.items():
         kube.patch_status(node_manifest(by_name[node_name]), node_status({**by_name[node_name].allocatable, **extra}))
-    deployments = platform_workloads(region_name, region)
+    groups = any(manifest["kind"] == "LeaderWorkerSet" for stage in stages for manifest in stage)
+    deployments = platform_workloads(region_name, region, leader_worker_sets=groups)
     for namespace in sorted({workload.namespace for workload in deployments} - SYSTEM_NAMESPACES):
         kube.apply({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}}, PLATFORM_MANAGER)
     platform = [platform_deployment_manifest(workload) for workload in deployments]
@@ -421,5 +487,10 @@ def run_region(kube: Kube, region_name: str, region: Region, *stages: Sequence[M
     for kind in ("Deployment", "StatefulSet"):
         for item in kube.objects("apps/v1", kind):
             metadata = item["metadata"]
-            run.replicas[label_of(kind, metadata["namespace"], metadata["name"])] = int(item["spec"]["replicas"])
+            replicas = int(item["spec"]["replicas"])
+            group = group_label(item["spec"]["template"]["metadata"].get("labels") or {}, metadata["namespace"])
+            if group is not None:  # a stand-in for one of a LeaderWorkerSet's StatefulSets
+                run.replicas[group] = run.replicas.get(group, 0) + replicas
+            else:
+                run.replicas[label_of(kind, metadata["namespace"], metadata["name"])] = replicas
     return run

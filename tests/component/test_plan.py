@@ -168,6 +168,8 @@ def test_every_route_of_a_region_gets_the_hostname_of_its_one_load_balancer() ->
     assert sorted(region_of(route, by_urn) or "" for route in routes) == [
         "eu-west-1",
         "eu-west-1",
+        "eu-west-1",
+        "us-east-1",
         "us-east-1",
         "us-east-1",
     ]

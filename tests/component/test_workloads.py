@@ -11,11 +11,16 @@ import pytest
 from ruamel.yaml import YAML
 
 from components import naming
-from components.catalog import pins
+from components.catalog import chart_crds, pins
+from components.platform.leader_worker_set import NAMESPACE as LWS_NAMESPACE
 from components.spec.engine import EndpointRecord
+from components.workloads.kube import CUSTOM_KINDS
 from fleetctl.plan import Plan, manifest_files
 from tests import custom_resources
 from tests.component.programs import by_type, example_plan
+from tests.crd_schema import schema_problems
+
+LWS_CRDS = chart_crds(pins().charts.lws)
 
 PREFIX = "urn:pulumi:prod::inference-fleet::"
 PLATFORM = "inference-fleet:fleet:Fleet$inference-fleet:platform:RegionalPlatform$inference-fleet:platform:"
@@ -122,7 +127,7 @@ def test_namespaces_are_created_once_per_region_and_kept_on_delete() -> None:
     namespaces = [
         namespace
         for namespace in by_type(example_plan("prod"), "kubernetes:core/v1:Namespace")
-        if namespace["inputs"]["metadata"]["name"] != naming.METRICS_NAMESPACE
+        if namespace["inputs"]["metadata"]["name"] not in (naming.METRICS_NAMESPACE, LWS_NAMESPACE)
     ]
     assert sorted(namespace["name"] for namespace in namespaces) == ["eu-west-1-inference", "us-east-1-inference"]
     assert all(namespace["options"].get("retainOnDelete") for namespace in namespaces)
@@ -164,6 +169,10 @@ def test_every_manifest_of_the_example_stacks_is_valid_for_the_cluster_version(s
     assert len(files) > 10
     for path, text in files.items():
         document = YAML(typ="safe", pure=True).load(text)
+        if (document["apiVersion"], document["kind"]) in CUSTOM_KINDS:
+            (crd,) = [c for c in LWS_CRDS if c["spec"]["names"]["kind"] == document["kind"]]
+            assert schema_problems(crd, document) == [], path
+            continue
         try:
             if custom_resources.is_custom(document):
                 assert custom_resources.problems(document) == [], path

@@ -144,6 +144,13 @@ class Cluster:
                 self.add(case, "server", f"{case}-5c7d9-0")
                 master = self.add(case, "store", f"{case}-store-0", containers=("master",))
                 master.log("master", MASTER_SUMMARY.format(rate="0.00"))
+            elif case.startswith("rdma-group"):
+                # Roles spanning two nodes: LeaderWorkerSet leaders <name>-<role>-0, workers <name>-<role>-0-1,
+                # with the role's labels; the decode group's worker fell back to TCP.
+                for role in ("prefill", "decode"):
+                    self.add(case, role, f"{case}-{role}-0").log("server", RDMA_FOUND)
+                    worker = engine_log if role == "decode" else RDMA_FOUND
+                    self.add(case, role, f"{case}-{role}-0-1").log("server", worker)
             else:
                 for role, name in (("prefill", f"{case}-prefill-0"), ("decode", f"{case}-decode-7b9c4-0")):
                     self.add(case, role, name).log("server", engine_log if case == "rdma-fallback" else RDMA_FOUND)

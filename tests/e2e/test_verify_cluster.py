@@ -48,6 +48,9 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
     "store-silent": mooncake_endpoint({"node_group": "gpu", "mooncake": {**TCP, "mode": "store", "topology": None}}),
     "rdma-good": mooncake_endpoint(),
     "rdma-fallback": mooncake_endpoint(),
+    "rdma-group-fallback": mooncake_endpoint(
+        {"mooncake": {"roles": {"prefill": {"nodes": 2}, "decode": {"nodes": 2}}}}
+    ),
     "pdc-good": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
     "pdc-skewed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
     "pdc-crossed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
@@ -157,6 +160,8 @@ def test_pods_that_behave_pass(result: dict[str, Any], endpoint: str, name: str)
         ("pd-failed", "kv transfer", "failed KV transfers or receives"),
         ("store-silent", "kv store", "the Mooncake master logged no stored object"),
         ("rdma-fallback", "kv transport", "RDMA NOT IN USE: pod rdma-fallback-"),
+        # A group's worker is read too: its leader found EFA, the worker of the decode group did not.
+        ("rdma-group-fallback", "kv transport", "RDMA NOT IN USE: pod rdma-group-fallback-decode-0-1 container"),
         ("pdc-skewed", "canary share", "weight 10% accepts"),
         ("pdc-crossed", "canary kv transfer", "failed KV transfers or receives"),
     ],

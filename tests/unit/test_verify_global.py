@@ -49,7 +49,7 @@ def records(with_global: bool = True) -> dict[str, Any]:
             }
             for region in ("us-east-1", "eu-west-1")
         }
-        for name in ("chat", "summarize")
+        for name in ("chat", "reason", "summarize")
     }
 
 
@@ -58,9 +58,10 @@ def test_each_endpoint_is_asked_once_through_the_global_address() -> None:
     rows = global_checks(spec(True), records(), client, triton=None, arguments=parser().parse_args([]))  # type: ignore[arg-type]
     assert [(row[0], row[1], row[2], row[3]) for row in rows] == [
         ("chat", "global", "global request", "passed"),
+        ("reason", "global", "global request", "passed"),
         ("summarize", "global", "global request", "passed"),
     ]
-    assert client.asked == [f"{GLOBAL}/inference/chat/v1/completions", f"{GLOBAL}/inference/summarize/v1/completions"]
+    assert client.asked == [f"{GLOBAL}/inference/{name}/v1/completions" for name in ("chat", "reason", "summarize")]
     assert all("which region answered is unverifiable" in row[4] for row in rows)
 
 
