@@ -40,7 +40,8 @@ EDITS = [
     ("prod", "canary", "weight", "summarize", "50"),
     ("prod", "canary", "promote", "summarize"),
     ("prod", "canary", "rollback", "summarize"),
-    ("prod", "topology", "set", "chat", "--prefill", "1", "--decode", "2"),
+    # prod's chat autoscales both roles, so its topology sizes nothing; its scaling is the edit there
+    ("prod", "autoscaling", "set", "chat", "--role", "decode", "--metric", "running:48", "--metric", "kv_cache:0.85"),
     ("prod", "stop", "chat"),  # a split endpoint (dev's chat-pd runs a canary, which a stop refuses)
     ("prod", "endpoint", "remove", "summarize"),
 ]
