@@ -34,9 +34,12 @@ def serving_workloads(manifests: Iterable[Mapping[str, Any]]) -> list[tuple[str,
     """(series endpoint label, role) of each workload that runs a server, as its pods are labelled."""
     found = []
     for manifest in manifests:
-        if manifest["kind"] not in ("Deployment", "StatefulSet"):
+        if manifest["kind"] in ("Deployment", "StatefulSet"):
+            labels = manifest["spec"]["template"]["metadata"]["labels"]
+        elif manifest["kind"] == "LeaderWorkerSet":  # a role spanning nodes: its leaders' pods
+            labels = manifest["spec"]["leaderWorkerTemplate"]["leaderTemplate"]["metadata"]["labels"]
+        else:
             continue
-        labels = manifest["spec"]["template"]["metadata"]["labels"]
         role = labels["app.kubernetes.io/component"]
         if role in SERVING_ROLES:
             found.append((labels["app.kubernetes.io/name"], role))

@@ -52,6 +52,8 @@ def test_a_row_per_serving_workload_of_the_region() -> None:
     assert rows == [
         "chat / prefill (vllm, inference)",
         "chat / decode (vllm, inference)",
+        "reason / prefill (vllm, inference)",  # LeaderWorkerSets: roles spanning two nodes
+        "reason / decode (vllm, inference)",
         "summarize / server (vllm, inference)",
         "summarize / canary (vllm, inference)",
     ]
@@ -68,7 +70,7 @@ def test_every_panel_reads_the_prometheus_the_pipelines_grafana_provisions() -> 
 def test_split_roles_show_kv_transfers_and_every_panel_reads_its_own_role() -> None:
     _, board = prod_dashboard()
     titles = [panel["title"] for panel in board["panels"]]
-    assert titles.count("KV transfers /s") == 2  # prefill and decode, not the classic server
+    assert titles.count("KV transfers /s") == 4  # chat's and reason's prefill and decode, not a classic server
     for expr in queries(board):
         assert 'namespace="inference",endpoint="' in expr
         assert ',role="' in expr
