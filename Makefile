@@ -58,10 +58,12 @@ test: $(STAMP) system-deps kube $(POLICY_STAMP) $(CHECKOV_STAMP) $(IAM_SIMULATE_
 
 # The Mooncake wheel's store client links Debian's libibverbs1 (the end-to-end store tests);
 # openssl makes the certificate authority of the kubeconfig tests; Debian's prometheus package
-# brings promtool and the server the metrics pipeline's tests run its configuration with.
+# brings promtool and the server the metrics pipeline's tests run its configuration with (unpacked
+# into a cache, never installed: tools/prometheus/unpack.sh says why).
 system-deps:
-	@{ ldconfig -p | grep -q 'libibverbs.so.1 ' && command -v openssl >/dev/null && command -v promtool >/dev/null; } || \
-		{ apt-get update -q && apt-get install -y -q libibverbs1 openssl prometheus; }
+	@{ ldconfig -p | grep -q 'libibverbs.so.1 ' && command -v openssl >/dev/null; } || \
+		{ apt-get update -q && apt-get install -y -q libibverbs1 openssl; }
+	@tools/prometheus/unpack.sh
 
 # The cluster tests' control plane (kube-apiserver, kube-scheduler, kube-controller-manager, etcd),
 # compiled with Go from the modules tools/kube/ pins, once per machine, into a cache outside the

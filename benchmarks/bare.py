@@ -35,7 +35,9 @@ def _alias(alias: dict[str, Any]) -> pulumi.Alias | str:
     if "urn" in alias:
         return str(alias["urn"])
     spec = alias.get("spec", {})
-    return pulumi.Alias(name=spec.get("name") or ..., type_=spec.get("type") or ...)
+    # A field the spec leaves out is the SDK's "inherit" (its default), not None (no parent/name).
+    given = {key: spec[field] for key, field in (("name", "name"), ("type_", "type")) if spec.get(field)}
+    return pulumi.Alias(**given)
 
 
 def options_of(entry: dict[str, Any], by_urn: dict[str, pulumi.Resource]) -> pulumi.ResourceOptions:

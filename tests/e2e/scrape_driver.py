@@ -5,8 +5,8 @@ Kubernetes discovery replaced by files holding the targets Kubernetes pod discov
 expositions of a vLLM server, a Triton server and the DCGM exporter. Prints, as JSON, every
 series Prometheus stored, once each stand-in has been scraped.
 
-argv: a JSON object: config (the rendered prometheus.yml, without discovery files), expositions
-(stand-in name -> exposition text), targets (job -> list of {stand_in or port, labels}).
+argv: a JSON object: prometheus (the server binary), config (the rendered prometheus.yml, without
+discovery files), expositions (stand-in name -> exposition text), targets (job -> list of {stand_in or port, labels}).
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def main() -> None:
     log = (work / "prometheus.log").open("w")
     process = subprocess.Popen(
         [
-            "prometheus",
+            scene["prometheus"],
             f"--config.file={work / 'prometheus.yml'}",
             f"--storage.tsdb.path={work / 'data'}",
             f"--web.listen-address=127.0.0.1:{port}",

@@ -7,19 +7,15 @@ carries the same; nothing but the server containers' metrics ports is scraped.""
 from __future__ import annotations
 
 import json
-import shutil
 from functools import cache
 from typing import Any
-
-import pytest
 
 from components import naming
 from components.platform.prometheus import prometheus_values
 from components.spec.metrics import Metrics
 from tests.e2e.namespace import run_driver
 from tests.prometheus_config import rendered_config
-
-pytestmark = pytest.mark.skipif(shutil.which("prometheus") is None, reason="needs Debian's prometheus package")
+from tests.prometheus_tools import binary
 
 VLLM = """\
 # TYPE vllm:num_requests_waiting gauge
@@ -97,6 +93,7 @@ TARGETS = {
 @cache
 def scraped() -> dict[str, Any]:
     scene = {
+        "prometheus": binary("prometheus"),
         "config": rendered_config(prometheus_values(Metrics())),
         "expositions": {"vllm": VLLM, "triton": TRITON, "dcgm": DCGM},
         "targets": TARGETS,

@@ -2,11 +2,9 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
-import pytest
 from ruamel.yaml import YAML
 
 from components import naming
@@ -19,6 +17,7 @@ from components.spec import parse_stack_config
 from components.spec.metrics import Metrics
 from tests.chart_values import chart_defaults, unknown_paths
 from tests.prometheus_config import rendered_config, with_file_sd
+from tests.prometheus_tools import binary
 
 from .stack_builders import REGION, stack_config
 
@@ -71,7 +70,6 @@ def test_every_subchart_is_off() -> None:
     assert all(values[name] == {"enabled": False} for name in prometheus.SUBCHARTS)
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool (Debian's prometheus package)")
 def test_promtool_accepts_the_rendered_configuration(tmp_path: Path) -> None:
     """promtool check config parses every scrape job and its relabel rules as the Prometheus it ships
     with does (Debian's 2.42; the chart runs 3.14, which reads these the same). Debian builds it
@@ -80,11 +78,12 @@ def test_promtool_accepts_the_rendered_configuration(tmp_path: Path) -> None:
     rendered = with_file_sd(rendered_config(prometheus.prometheus_values(Metrics())), str(tmp_path))
     with config.open("w", encoding="utf-8") as handle:
         YAML(typ="safe", pure=True).dump(rendered, handle)
-    result = subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [binary("promtool"), "check", "config", str(config)], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool (Debian's prometheus package)")
 def test_promtool_refuses_a_broken_relabel_rule(tmp_path: Path) -> None:
     """The check above can fail: a relabel rule with an invalid regex is refused."""
     values = prometheus.prometheus_values(Metrics())
@@ -92,7 +91,9 @@ def test_promtool_refuses_a_broken_relabel_rule(tmp_path: Path) -> None:
     config = tmp_path / "prometheus.yml"
     with config.open("w", encoding="utf-8") as handle:
         YAML(typ="safe", pure=True).dump(with_file_sd(rendered_config(values), str(tmp_path)), handle)
-    assert subprocess.run(["promtool", "check", "config", str(config)], capture_output=True, check=False).returncode
+    assert subprocess.run(
+        [binary("promtool"), "check", "config", str(config)], capture_output=True, check=False
+    ).returncode
 
 
 def test_the_recorded_scheduling_facts_are_the_charts_defaults() -> None:
@@ -116,7 +117,6 @@ def test_the_server_is_one_pod_on_a_system_node_counted_where_the_pipeline_runs(
     assert not [w for w in platform_workloads(REGION, off) if w.name == "prometheus"]
 
 
-@pytest.mark.skipif(shutil.which("promtool") is None, reason="needs promtool (Debian's prometheus package)")
 def test_promtool_accepts_remote_write_to_amp_signed_with_sigv4(tmp_path: Path) -> None:
     settings = Metrics(
         amp_workspace_arn="arn:aws:aps:us-east-1:123456789012:workspace/ws-0a1b2c3d-4e5f-6a7b-8c9d-0e1f2a3b4c5d"
@@ -127,6 +127,8 @@ def test_promtool_accepts_remote_write_to_amp_signed_with_sigv4(tmp_path: Path) 
     path = tmp_path / "prometheus.yml"
     with path.open("w", encoding="utf-8") as handle:
         YAML(typ="safe", pure=True).dump(with_file_sd(config, str(tmp_path)), handle)
-    result = subprocess.run(["promtool", "check", "config", str(path)], capture_output=True, text=True, check=False)
+    result = subprocess.run(
+        [binary("promtool"), "check", "config", str(path)], capture_output=True, text=True, check=False
+    )
     assert result.returncode == 0, result.stdout + result.stderr
     assert "remoteWrite" not in prometheus.prometheus_values(Metrics())["server"]

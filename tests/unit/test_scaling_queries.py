@@ -10,7 +10,6 @@ acts past its 10% tolerance. Expected outcomes are 1 (scale up) or 0, so no floa
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from components.render.placement import placed
 from components.spec import StackSpec, parse_stack_config
 from components.spec.images import Framework
 from fleetctl.stackfile import read_stack_file
+from tests.prometheus_tools import binary
 
 from .stack_builders import DELETE, with_classic, with_mooncake
 
@@ -193,9 +193,7 @@ def decision(trigger: dict[str, Any]) -> str:
 
 
 def promtool() -> str:
-    found = shutil.which("promtool")
-    assert found, "promtool is missing: make system-deps installs Debian's prometheus package"
-    return found
+    return binary("promtool")
 
 
 @pytest.mark.parametrize("scaled", CASES, ids=[case.label for case in CASES])
