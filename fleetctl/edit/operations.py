@@ -237,6 +237,8 @@ def set_topology(
     mode = mooncake.get("mode")
     if mode not in SPLIT_MODES:
         raise _refuse(path, f"mode {mode!r} has no prefill/decode topology; only 'disaggregated' and 'both' do")
+    if not canary:
+        _refuse_autoscaled_roles(mooncake, name, path, {"prefill": prefill, "decode": decode})
     owner, order = (_canary(endpoint, name), CANARY_ORDER) if canary else (mooncake, MOONCAKE_ORDER)
     topology = owner.get("topology")
     if topology is None:
@@ -248,6 +250,26 @@ def set_topology(
         if count is not None:
             set_entry(topology, key, count, TOPOLOGY_ORDER)
     return []
+
+
+def _refuse_autoscaled_roles(
+    mooncake: CommentedMap, name: str, path: list[str | int], counts: Mapping[str, int | None]
+) -> None:
+    """A role under its autoscaler takes no count from its topology (the ScaledObject owns its replicas,
+    components/render/autoscaling.py): setting one would change nothing, so it is refused."""
+    autoscaling = mooncake.get("autoscaling")
+    if not isinstance(autoscaling, Mapping) or autoscaling.get("enabled") is not True:
+        return
+    for role, count in counts.items():
+        scaler = autoscaling.get(role)
+        if count is not None and isinstance(scaler, Mapping):
+            bounds = f"{scaler.get('min_replicas', 1)} to {scaler.get('max_replicas')}"
+            raise _refuse(
+                path,
+                f"{name}'s {role} role is autoscaled ({bounds} replicas), so its autoscaler owns its count: "
+                f"change its bounds instead (fleetctl autoscaling set {name} --role {role} --min N --max M), "
+                "or disable it (--disable)",
+            )
 
 
 def configure_store(

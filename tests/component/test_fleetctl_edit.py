@@ -200,9 +200,9 @@ ACCEPTED = {
         ["-        topology: {prefill: 1, decode: 1}", "+        topology: {prefill: 2, decode: 3}"],
     ),
     "topology set (one role)": (
-        "prod",
-        ["topology", "set", "chat", "--decode", "1"],
-        ["-        topology: {prefill: 2, decode: 2}", "+        topology: {prefill: 2, decode: 1}"],
+        "dev",
+        ["topology", "set", "chat-pd", "--decode", "2"],
+        ["-        topology: {prefill: 1, decode: 1}", "+        topology: {prefill: 1, decode: 2}"],
     ),
     "store configure": (
         "prod",
@@ -480,6 +480,11 @@ REFUSED = {
         "regions.us-west-2.node_groups.gpu: cannot hold the 22 pods that can only run on it",
     ),
     "scale an unknown endpoint": ("dev", ["scale", "nope", "1"], "endpoints.nope: no such endpoint"),
+    "topology of an autoscaled role": (
+        "prod",
+        ["topology", "set", "chat", "--decode", "1"],
+        "chat's decode role is autoscaled (1 to 2 replicas), so its autoscaler owns its count",
+    ),
     "topology of a classic endpoint": ("dev", ["topology", "set", "assistant", "--prefill", "2"], "classic endpoint"),
     "topology of zero": (
         "dev",
