@@ -11,6 +11,8 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 from ruamel.yaml import YAML
 
+from components import naming
+
 CONFIG_DIR = Path(__file__).resolve().parent.parent / "config"
 
 Architecture = Literal["x86_64", "arm64"]
@@ -199,3 +201,22 @@ def chart_crds(chart: Chart) -> list[dict[str, Any]]:
         if (document.get("apiVersion"), document.get("kind")) != _CRD:
             raise ValueError(f"config/{chart.crds}: {document.get('kind')!r} is not an apiextensions.k8s.io/v1 CRD")
     return copy.deepcopy(list(documents))
+
+
+PATCH_FORCE = "pulumi.com/patchForce"
+"""Server-side apply takes fields over from another field manager (see applied_crds)."""
+
+
+def applied_crds(chart: Chart) -> list[dict[str, Any]]:
+    """``chart``'s vendored CRDs as the program applies them, rather than Helm, which installs a chart's
+    CRDs once and never upgrades them: labelled with the chart version they came from, and
+    ``pulumi.com/patchForce``, since on a cluster where Helm installed them its field manager still
+    co-owns every field and the server-side apply of a newer chart's CRDs would conflict; we are their
+    only writer now."""
+    crds = chart_crds(chart)
+    for crd in crds:
+        metadata = crd["metadata"]
+        version = {"app.kubernetes.io/version": chart.version}
+        metadata["labels"] = {**metadata.get("labels", {}), **naming.fleet_labels(), **version}
+        metadata["annotations"] = {**metadata.get("annotations", {}), PATCH_FORCE: "true"}
+    return crds

@@ -13,10 +13,9 @@ from __future__ import annotations
 from typing import Any
 
 from components import naming, scheduling
-from components.catalog import chart_crds, pins
+from components.catalog import applied_crds, pins
 
 NAMESPACE = naming.METRICS_NAMESPACE
-PATCH_FORCE = "pulumi.com/patchForce"
 METRICS_PORT = 8080
 """``prometheus.{operator,metricServer,webhooks}.port``: each component's /metrics, as a port named ``metrics``."""
 
@@ -29,21 +28,9 @@ COMPONENTS = {
 
 
 def keda_crds() -> list[dict[str, Any]]:
-    """The pinned chart's CustomResourceDefinitions (config/pins.yaml charts.keda.crds), applied by
-    us: the release renders none (crds.install false), so deleting or upgrading it never touches
-    them. Labelled with the chart version; ``pulumi.com/patchForce`` takes over fields a Helm
-    install of KEDA may already own (as the load balancer controller's CRDs do)."""
-    chart = pins().charts.keda
-    crds = chart_crds(chart)
-    for crd in crds:
-        metadata = crd["metadata"]
-        metadata["labels"] = {
-            **metadata.get("labels", {}),
-            **naming.fleet_labels(),
-            "app.kubernetes.io/version": chart.version,
-        }
-        metadata["annotations"] = {**metadata.get("annotations", {}), PATCH_FORCE: "true"}
-    return crds
+    """The pinned chart's CustomResourceDefinitions, applied by us: the release renders none (crds.install
+    false), so deleting or upgrading it never touches them (components/catalog.py applied_crds)."""
+    return applied_crds(pins().charts.keda)
 
 
 def keda_values() -> dict[str, Any]:

@@ -11,9 +11,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import naming
-from components.catalog import chart_crds, pins
+from components.catalog import applied_crds, pins
 from components.platform.addons import helm_release
-from components.platform.load_balancer import PATCH_FORCE
 
 NAMESPACE = "lws-system"
 """Where the vendored CRDs' conversion webhook points (service lws-webhook-service, the name the chart
@@ -27,16 +26,8 @@ def lws_values() -> dict[str, Any]:
 
 
 def lws_crds() -> list[dict[str, Any]]:
-    """The pinned release's CRDs, labelled with the version they came from; ``patchForce`` as for the
-    load balancer controller's (components/platform/load_balancer.py controller_crds)."""
-    chart = pins().charts.lws
-    crds = chart_crds(chart)
-    for crd in crds:
-        metadata = crd["metadata"]
-        version = {"app.kubernetes.io/version": chart.version}
-        metadata["labels"] = {**metadata.get("labels", {}), **naming.fleet_labels(), **version}
-        metadata["annotations"] = {**metadata.get("annotations", {}), PATCH_FORCE: "true"}
-    return crds
+    """The pinned release's CRDs, applied by us (components/catalog.py applied_crds)."""
+    return applied_crds(pins().charts.lws)
 
 
 @dataclass(frozen=True)

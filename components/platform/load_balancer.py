@@ -15,7 +15,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import naming
-from components.catalog import chart_crds, pins
+from components.catalog import applied_crds, pins
 from components.platform.addons import helm_release
 from components.platform.identity import controller_identity
 from components.spec.region import Ingress
@@ -23,8 +23,6 @@ from components.spec.region import Ingress
 NAMESPACE = "kube-system"
 SERVICE_ACCOUNT = "aws-load-balancer-controller"
 CLUSTER_TAG = "elbv2.k8s.aws/cluster"
-PATCH_FORCE = "pulumi.com/patchForce"
-"""Server-side apply takes fields over from another field manager (see controller_crds)."""
 
 
 def controller_policy(partition: str = "aws") -> dict[str, Any]:
@@ -238,23 +236,8 @@ def controller_policy(partition: str = "aws") -> dict[str, Any]:
 
 
 def controller_crds() -> list[dict[str, Any]]:
-    """The pinned chart's CustomResourceDefinitions (config/pins.yaml), applied by us rather than
-    by Helm, which installs a chart's crds/ once and never upgrades them.
-
-    Labelled with the chart version they came from. ``pulumi.com/patchForce``: on a cluster where
-    Helm installed them, Helm's field manager still co-owns every field, so the server-side apply
-    of a newer chart's CRDs would conflict with it; we are their only writer now."""
-    chart = pins().charts.aws_load_balancer_controller
-    crds = chart_crds(chart)
-    for crd in crds:
-        metadata = crd["metadata"]
-        metadata["labels"] = {
-            **metadata.get("labels", {}),
-            **naming.fleet_labels(),
-            "app.kubernetes.io/version": chart.version,
-        }
-        metadata["annotations"] = {**metadata.get("annotations", {}), PATCH_FORCE: "true"}
-    return crds
+    """The pinned chart's CustomResourceDefinitions, applied by us (components/catalog.py applied_crds)."""
+    return applied_crds(pins().charts.aws_load_balancer_controller)
 
 
 def controller_values(cluster_name: str, region: str, vpc_id: str, ingress: Ingress) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from components.render.mooncake_store import MASTER_RPC_PORT, METADATA_PORT, REA
 from components.render.network_policy import BOOTSTRAP_SPAN, SIDE_CHANNEL_PORTS, TRANSFER_ENGINE_PORTS
 from components.render.proxy import PROXY_PORT
 from components.spec import parse_stack_config
+from tests.network_policies import matches
 from tests.unit.stack_builders import (
     DELETE,
     MODEL,
@@ -115,23 +116,6 @@ def pods(objects: Mapping[str, dict[str, Any]]) -> dict[str, dict[str, str]]:
             found[name] = {**leader, WORKER_INDEX_LABEL: "0"}
             found[f"{name}/worker"] = {**group["workerTemplate"]["metadata"]["labels"], WORKER_INDEX_LABEL: "1"}
     return found
-
-
-def matches(selector: Mapping[str, Any], labels: Mapping[str, str]) -> bool:
-    """A Kubernetes label selector (matchLabels and matchExpressions) against a pod's labels."""
-    if not selector.get("matchLabels", {}).items() <= labels.items():
-        return False
-    for expression in selector.get("matchExpressions", []):
-        key, operator, values = expression["key"], expression["operator"], expression.get("values", [])
-        held = {
-            "In": key in labels and labels[key] in values,
-            "NotIn": key not in labels or labels[key] not in values,
-            "Exists": key in labels,
-            "DoesNotExist": key not in labels,
-        }[operator]
-        if not held:
-            return False
-    return True
 
 
 def selectors(manifest: Mapping[str, Any]) -> list[dict[str, Any]]:
