@@ -12,13 +12,31 @@ import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
 from components import naming, scheduling
-from components.catalog import Chart, pins
+from components.catalog import Chart, applied_crds, pins
 
 # Add-ons pulumi-eks does not create (coredns is disabled there until nodes exist).
 NODE_ADDONS = ("coredns", "eks-pod-identity-agent")
 DEVICE_PLUGIN_NAMESPACE = "kube-system"
 # Helm waits for the DaemonSets; GPU nodes can take long to join.
 HELM_TIMEOUT_SECONDS = 900
+
+
+def vendored_crds(
+    region: str, part: str, chart: Chart, parent: pulumi.Resource, provider: k8s.Provider
+) -> list[k8s.apiextensions.v1.CustomResourceDefinition]:
+    """``chart``'s vendored CustomResourceDefinitions, applied by us (components/catalog.py applied_crds).
+    Deleting a CRD deletes every object of its kind, so a CRD that leaves the stack stays in the
+    cluster, as Helm leaves its CRDs."""
+    opts = pulumi.ResourceOptions(parent=parent, provider=provider, retain_on_delete=True)
+    return [
+        k8s.apiextensions.v1.CustomResourceDefinition(
+            naming.platform_name(region, part, crd["metadata"]["name"]),
+            metadata=crd["metadata"],
+            spec=crd["spec"],
+            opts=opts,
+        )
+        for crd in applied_crds(chart)
+    ]
 
 
 @dataclass(frozen=True)

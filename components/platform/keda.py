@@ -13,7 +13,6 @@ from __future__ import annotations
 from typing import Any
 
 from components import naming, scheduling
-from components.catalog import applied_crds, pins
 
 NAMESPACE = naming.METRICS_NAMESPACE
 METRICS_PORT = 8080
@@ -25,12 +24,6 @@ COMPONENTS = {
     "keda-operator-metrics-apiserver": ("metricsServer", "metricServer"),
     "keda-admission-webhooks": ("webhooks", "webhooks"),
 }
-
-
-def keda_crds() -> list[dict[str, Any]]:
-    """The pinned chart's CustomResourceDefinitions, applied by us: the release renders none (crds.install
-    false), so deleting or upgrading it never touches them (components/catalog.py applied_crds)."""
-    return applied_crds(pins().charts.keda)
 
 
 def keda_values() -> dict[str, Any]:

@@ -11,8 +11,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import naming
-from components.catalog import applied_crds, pins
-from components.platform.addons import helm_release
+from components.catalog import pins
+from components.platform.addons import helm_release, vendored_crds
 
 NAMESPACE = "lws-system"
 """Where the vendored CRDs' conversion webhook points (service lws-webhook-service, the name the chart
@@ -23,11 +23,6 @@ def lws_values() -> dict[str, Any]:
     """The chart's values.yaml points the manager image at tag ``main``, pulled Always; the release's
     own tag instead (the chart's appVersion), pulled once."""
     return {"image": {"manager": {"tag": f"v{pins().charts.lws.version}", "pullPolicy": "IfNotPresent"}}}
-
-
-def lws_crds() -> list[dict[str, Any]]:
-    """The pinned release's CRDs, applied by us (components/catalog.py applied_crds)."""
-    return applied_crds(pins().charts.lws)
 
 
 @dataclass(frozen=True)
@@ -43,17 +38,7 @@ class LeaderWorkerSetController(pulumi.ComponentResource):
     ) -> None:
         super().__init__("inference-fleet:platform:LeaderWorkerSetController", name, None, opts)
         region = args.region
-        # Deleting a CRD deletes every object of its kind: a CRD that leaves the stack stays.
-        crd_opts = pulumi.ResourceOptions(parent=self, provider=args.kubernetes, retain_on_delete=True)
-        crds = [
-            k8s.apiextensions.v1.CustomResourceDefinition(
-                naming.platform_name(region, "lws", crd["metadata"]["name"]),
-                metadata=crd["metadata"],
-                spec=crd["spec"],
-                opts=crd_opts,
-            )
-            for crd in lws_crds()
-        ]
+        crds = vendored_crds(region, "lws", pins().charts.lws, self, args.kubernetes)
         namespace = k8s.core.v1.Namespace(
             naming.platform_name(region, "lws-namespace"),
             metadata={"name": NAMESPACE, "labels": naming.fleet_labels()},

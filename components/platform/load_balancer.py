@@ -15,8 +15,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import naming
-from components.catalog import applied_crds, pins
-from components.platform.addons import helm_release
+from components.catalog import pins
+from components.platform.addons import helm_release, vendored_crds
 from components.platform.identity import controller_identity
 from components.spec.region import Ingress
 
@@ -235,11 +235,6 @@ def controller_policy(partition: str = "aws") -> dict[str, Any]:
     }
 
 
-def controller_crds() -> list[dict[str, Any]]:
-    """The pinned chart's CustomResourceDefinitions, applied by us (components/catalog.py applied_crds)."""
-    return applied_crds(pins().charts.aws_load_balancer_controller)
-
-
 def controller_values(cluster_name: str, region: str, vpc_id: str, ingress: Ingress) -> dict[str, Any]:
     return {
         "clusterName": cluster_name,
@@ -290,21 +285,12 @@ class LoadBalancerController(pulumi.ComponentResource):
         values = pulumi.Output.all(args.cluster_name, args.vpc_id).apply(
             lambda names: controller_values(names[0], region, names[1], args.ingress)
         )
-        # Deleting a CRD deletes every object of its kind (the TargetGroupBindings behind each
-        # route), so a CRD that leaves the stack stays in the cluster, as Helm leaves its CRDs.
-        crd_opts = pulumi.ResourceOptions(parent=self, provider=args.kubernetes, retain_on_delete=True)
-        self.crds = [
-            k8s.apiextensions.v1.CustomResourceDefinition(
-                naming.platform_name(region, "lb-controller", crd["metadata"]["name"]),
-                metadata=crd["metadata"],
-                spec=crd["spec"],
-                opts=crd_opts,
-            )
-            for crd in controller_crds()
-        ]
+        # Deleting a CRD would delete the TargetGroupBindings behind each route: they stay (vendored_crds).
+        chart = pins().charts.aws_load_balancer_controller
+        self.crds = vendored_crds(region, "lb-controller", chart, self, args.kubernetes)
         helm_release(
             naming.platform_name(region, "lb-controller"),
-            pins().charts.aws_load_balancer_controller,
+            chart,
             values,
             NAMESPACE,
             pulumi.ResourceOptions(

@@ -12,11 +12,11 @@ import pulumi_kubernetes as k8s
 
 from components import naming
 from components.catalog import pins
-from components.platform.addons import helm_release
+from components.platform.addons import helm_release, vendored_crds
 from components.platform.dcgm import dcgm_values
 from components.platform.grafana import grafana_values
 from components.platform.identity import controller_identity
-from components.platform.keda import NAMESPACE, keda_crds, keda_values
+from components.platform.keda import NAMESPACE, keda_values
 from components.platform.metrics_server import NAMESPACE as METRICS_SERVER_NAMESPACE
 from components.platform.metrics_server import metrics_server_values
 from components.platform.prometheus import SERVICE_ACCOUNT, prometheus_values, remote_write_policy
@@ -50,18 +50,8 @@ class MetricsPipeline(pulumi.ComponentResource):
             metadata={"name": NAMESPACE, "labels": naming.fleet_labels()},
             opts=in_cluster,
         )
-        # Deleting a CRD deletes every object of its kind (each endpoint's ScaledObjects), so a
-        # CRD that leaves the stack stays in the cluster, as Helm leaves its CRDs.
-        crd_opts = pulumi.ResourceOptions(parent=self, provider=args.kubernetes, retain_on_delete=True)
-        self.crds = [
-            k8s.apiextensions.v1.CustomResourceDefinition(
-                naming.platform_name(region, "keda", crd["metadata"]["name"]),
-                metadata=crd["metadata"],
-                spec=crd["spec"],
-                opts=crd_opts,
-            )
-            for crd in keda_crds()
-        ]
+        # Deleting a CRD would delete every endpoint's ScaledObjects: they stay (vendored_crds).
+        self.crds = vendored_crds(region, "keda", pins().charts.keda, self, args.kubernetes)
         self.keda = helm_release(
             naming.platform_name(region, "keda"),
             pins().charts.keda,

@@ -10,15 +10,15 @@ from typing import Any
 import pytest
 
 from components.catalog import chart_crds, pins
-from components.render.mooncake import mooncake_objects
 from components.render.mooncake_groups import WORKER_INDEX_LABEL
 from components.schedulability import check_schedulable
 from components.schedulability.platform_pods import platform_workloads
 from components.schedulability.workloads import workloads_of
-from components.spec import Problem, SpecError, parse_stack_config
+from components.spec import parse_stack_config
 from tests.crd_schema import schema_problems
 
-from .stack_builders import REGION, merged, mooncake_endpoint, placed_endpoint, stack_config
+from .stack_builders import REGION, merged, mooncake_endpoint, stack_config
+from .test_mooncake_roles import objects, only_problem, problems
 
 # p5 may have up to 4 nodes: 1 prefill pod and one decode group of 2 fit; the test that needs
 # fewer lowers max_size.
@@ -29,22 +29,6 @@ def config(endpoint: dict[str, Any], groups: dict[str, Any] | None = None) -> di
     return stack_config(
         region_overrides=groups, endpoints={"chat": mooncake_endpoint(merged(TWO_NODE_DECODE, endpoint))}
     )
-
-
-def problems(stack: dict[str, Any]) -> tuple[Problem, ...]:
-    with pytest.raises(SpecError) as caught:
-        parse_stack_config(stack)
-    return caught.value.problems
-
-
-def only_problem(stack: dict[str, Any]) -> Problem:
-    found = problems(stack)
-    assert len(found) == 1, "\n".join(map(str, found))
-    return found[0]
-
-
-def objects(stack: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return mooncake_objects(placed_endpoint(stack), None)
 
 
 def lws_crd() -> dict[str, Any]:
