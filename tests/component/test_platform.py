@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import hashlib
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +15,7 @@ from components.platform.network import subnet_masks
 from fleetctl.plan import SECRET, Plan, region_of, run_program
 from fleetctl.stackfile import read_stack_file
 from tests.component.programs import by_type, edited, example_plan
+from tests.vendored import git_blob_id, vendored_parts
 
 PROD_REGIONS = ("us-east-1", "eu-west-1")
 
@@ -187,12 +186,11 @@ def test_the_vendored_crds_are_the_charts_files_verbatim() -> None:
     chart = pins().charts.aws_load_balancer_controller
     assert chart.crds == f"aws-load-balancer-controller-{chart.version}-crds.yaml"
     text = (CONFIG_DIR / chart.crds).read_text(encoding="utf-8")
-    parts = re.split(r"^# part (crds/[\w.-]+) blob ([0-9a-f]{40})\n", text, flags=re.MULTILINE)
-    named = {(parts[i], parts[i + 1]): parts[i + 2].encode() for i in range(1, len(parts), 3)}
+    header, named = vendored_parts(text, "crds", separator="")
     assert sorted(path for path, _ in named) == ["crds/crds.yaml", "crds/gateway-crds.yaml"]
-    for (path, blob), data in named.items():
-        assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob, path
-    assert all(line.startswith("#") or not line for line in parts[0].splitlines())
+    for (path, blob), part in named.items():
+        assert git_blob_id(part.encode()) == blob, path
+    assert all(line.startswith("#") or not line for line in header.splitlines())
 
 
 @pytest.mark.parametrize("region", PROD_REGIONS)

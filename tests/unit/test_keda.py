@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import re
-
 import kubernetes_validate
 
 from components import naming
@@ -15,6 +12,7 @@ from components.schedulability.platform_pods import platform_workloads
 from components.schedulability.quantities import amounts
 from components.spec import parse_stack_config
 from tests.chart_values import chart_defaults, unknown_paths
+from tests.vendored import git_blob_id, vendored_parts
 
 from .stack_builders import REGION, stack_config
 
@@ -59,9 +57,8 @@ def test_the_vendored_crds_are_the_charts_templates_less_the_lines_the_header_na
     """Each part, with the Helm directives and chart labels put back, is byte for byte the chart's
     template its header names, by git blob id."""
     text = (CONFIG_DIR / "keda-2.20.2-crds.yaml").read_text(encoding="utf-8")
-    parts = re.split(r"^---\n# part (keda/templates/crds/[\w.-]+) blob ([0-9a-f]{40})\n", text, flags=re.MULTILINE)
-    assert all(line.startswith("#") or not line for line in parts[0].splitlines())
-    named = {(parts[i], parts[i + 1]): parts[i + 2] for i in range(1, len(parts), 3)}
+    header, named = vendored_parts(text, "keda/templates/crds")
+    assert all(line.startswith("#") or not line for line in header.splitlines())
     assert sorted(path.rsplit("/", 1)[1] for path, _ in named) == [
         "crd-cloudeventsources.yaml",
         "crd-clustercloudeventsources.yaml",
@@ -72,7 +69,7 @@ def test_the_vendored_crds_are_the_charts_templates_less_the_lines_the_header_na
     ]
     for (path, blob), part in named.items():
         data = template_of(part)
-        assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob, path
+        assert git_blob_id(data) == blob, path
         assert "{{" not in part, path
 
 

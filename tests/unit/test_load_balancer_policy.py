@@ -17,7 +17,6 @@ comparison (two published statements mix them with actions we keep).
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 from collections import Counter
 from pathlib import Path
@@ -28,6 +27,7 @@ import pytest
 from components.catalog import pins
 from components.platform.load_balancer import controller_policy, controller_values
 from components.spec.region import Ingress
+from tests.vendored import git_blob_id
 
 PUBLISHED = Path(__file__).resolve().parent.parent / "data" / "aws-load-balancer-controller-v3.4.2-iam_policy.json"
 
@@ -101,7 +101,7 @@ def test_the_published_policy_is_the_upstream_file_of_the_pinned_controller() ->
     version = pins().charts.aws_load_balancer_controller.version
     assert PUBLISHED.name == f"aws-load-balancer-controller-v{version}-iam_policy.json"
     data = PUBLISHED.read_bytes()
-    assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == "761d0e733c41089c91ea009dd29faf71918085e5"
+    assert git_blob_id(data) == "761d0e733c41089c91ea009dd29faf71918085e5"
 
 
 @pytest.mark.parametrize("index", range(len(published()["Statement"])))

@@ -4,8 +4,6 @@ CustomResourceDefinitions, and the schema check every rendered LeaderWorkerSet i
 from __future__ import annotations
 
 import copy
-import hashlib
-import re
 from typing import Any
 
 import kubernetes_validate
@@ -13,6 +11,7 @@ import pytest
 
 from components.catalog import CONFIG_DIR, chart_crds, pins
 from tests.crd_schema import schema_problems
+from tests.vendored import git_blob_id, vendored_parts
 
 CLUSTER_VERSION = "1.34"
 
@@ -31,9 +30,8 @@ def test_the_chart_is_the_lws_release_at_the_pinned_version_with_its_crds_vendor
 def test_the_vendored_crds_are_the_charts_crds_byte_for_byte() -> None:
     """Each part is the file its header names, by git blob id (kubernetes-sigs/lws v0.10.0)."""
     text = (CONFIG_DIR / "lws-0.10.0-crds.yaml").read_text(encoding="utf-8")
-    parts = re.split(r"^---\n# part (charts/lws/crds/[\w.-]+) blob ([0-9a-f]{40})\n", text, flags=re.MULTILINE)
-    assert all(line.startswith("#") or not line for line in parts[0].splitlines())
-    named = {(parts[i], parts[i + 1]): parts[i + 2] for i in range(1, len(parts), 3)}
+    header, named = vendored_parts(text, "charts/lws/crds")
+    assert all(line.startswith("#") or not line for line in header.splitlines())
     assert sorted(path.rsplit("/", 1)[1] for path, _ in named) == [
         "disaggregatedset.x-k8s.io_disaggregatedsetrolescalers.yaml",
         "disaggregatedset.x-k8s.io_disaggregatedsets.yaml",
@@ -41,7 +39,7 @@ def test_the_vendored_crds_are_the_charts_crds_byte_for_byte() -> None:
     ]
     for (path, blob), part in named.items():
         data = part.encode()
-        assert hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest() == blob, path
+        assert git_blob_id(data) == blob, path
 
 
 def test_each_crd_is_a_valid_object_and_the_webhook_is_where_the_release_puts_it() -> None:
