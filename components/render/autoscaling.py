@@ -14,6 +14,10 @@ adopts the HPA (controllers/keda/hpa.go, updateHPAIfNeeded sets its owner), Pulu
 then removes it, and KEDA, which watches the HPAs it owns (scaledobject_controller.go,
 Owns), makes it again on its next reconcile. The workload's replica count is untouched
 throughout: nothing here owns it (docs/design.md, decision 9).
+
+A role that may scale to zero (``min_replicas: 0``, split Mooncake endpoints only) has one more
+trigger, ``wake``: the requests its endpoint's proxy received (:func:`wake_trigger`), the one
+signal that exists while the role has no pod.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from components import naming
-from components.metric_table import DCGM, SIGNAL_OF_METRIC, series
+from components.metric_table import DCGM, PROXY_REQUESTS, SIGNAL_OF_METRIC, series
 from components.render.kube import metadata
 from components.spec.autoscaling import ScalingMetric
 from components.spec.images import Framework
@@ -31,6 +35,12 @@ TRANSFER_HPA_OWNERSHIP = "scaledobject.keda.sh/transfer-hpa-ownership"
 PAUSED_REPLICAS = "autoscaling.keda.sh/paused-replicas"
 TTFT_WINDOW = "2m"
 """The window a TTFT percentile is computed over: four scrapes at 30 s, smoothing single slow requests."""
+WAKE_WINDOW = "5m"
+"""The wake trigger counts the proxy's requests over this window: a role stays up while any came in it."""
+COOLDOWN_SECONDS = 300
+"""How long a ScaledObject stays up once no trigger is active before it scales to zero: KEDA's default
+(pkg/scaling/executor/scale_executor.go, defaultCooldownPeriod, v2.20.2), rendered on those that may
+reach zero so the ten minutes docs/metrics.md promises are the object's own."""
 
 
 def selector(namespace: str, endpoint: str, role: naming.Role) -> str:
@@ -79,6 +89,34 @@ def trigger(metric: ScalingMetric, framework: Framework, labels: str) -> dict[st
     }
 
 
+def wake_query(namespace: str, endpoint: str) -> str:
+    """1 when the endpoint's proxy received any request in the last :data:`WAKE_WINDOW`, else 0; no
+    sample before the proxies were ever scraped (KEDA reads that as 0 too).
+
+    KEDA (v2.20.2, pkg/scaling/scale_handler.go getScaledObjectState) holds a ScaledObject active
+    while any trigger but cpu and memory reads above its activationThreshold, scales it from zero to
+    one when it is, and to zero once it has not been for the cooldown period. Counting every request
+    (served or answered 503) keeps the role up while its endpoint has traffic at all, even when its
+    own queue reads 0 at a poll, and wakes it on the first request at zero. Clamped to 1 with
+    threshold 1 (AverageValue), the HPA KEDA feeds wants exactly one replica from it: the user's
+    metrics alone decide anything above one."""
+    return f"clamp_max(sum(increase({PROXY_REQUESTS}{selector(namespace, endpoint, 'proxy')}[{WAKE_WINDOW}])), 1)"
+
+
+def wake_trigger(namespace: str, endpoint: str) -> dict[str, Any]:
+    return {
+        "type": "prometheus",
+        "name": "wake",
+        "metricType": "AverageValue",
+        "metadata": {
+            "serverAddress": naming.prometheus_query_url(),
+            "query": wake_query(namespace, endpoint),
+            "threshold": "1",
+            "activationThreshold": "0",
+        },
+    }
+
+
 def scaled_object(
     name: str,
     namespace: str,
@@ -92,11 +130,13 @@ def scaled_object(
     metrics: tuple[ScalingMetric, ...],
     stopped: bool = False,
     target_kind: str = "Deployment",
+    wake: bool = False,
 ) -> dict[str, Any]:
     """The ScaledObject of one workload, its HPA named like the workload (see the module's note).
 
     ``stopped`` pauses it at zero replicas (``autoscaling.keda.sh/paused-replicas``): KEDA would
-    otherwise raise a workload below minReplicaCount back to it."""
+    otherwise raise a workload below minReplicaCount back to it. ``wake``: the endpoint's proxy
+    counts its requests, and the workload (at ``min_replicas`` 0) wakes on them (:func:`wake_query`)."""
     meta = metadata(name, namespace, labels)
     meta["annotations"] = {TRANSFER_HPA_OWNERSHIP: "true", **({PAUSED_REPLICAS: "0"} if stopped else {})}
     labels_selector = selector(namespace, endpoint, role)
@@ -105,14 +145,17 @@ def scaled_object(
     for index, entry in enumerate(triggers):  # two query: triggers need distinct names
         if "name" in entry and names.count(entry["name"]) > 1:
             entry["name"] = f"{entry['name']}-{index}"
+    bounds: dict[str, Any] = {"minReplicaCount": min_replicas, "maxReplicaCount": max_replicas}
+    if wake:
+        triggers.append(wake_trigger(namespace, endpoint))
+        bounds["cooldownPeriod"] = COOLDOWN_SECONDS
     return {
         "apiVersion": API_VERSION,
         "kind": "ScaledObject",
         "metadata": meta,
         "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": target_kind, "name": name},
-            "minReplicaCount": min_replicas,
-            "maxReplicaCount": max_replicas,
+            **bounds,
             "advanced": {"horizontalPodAutoscalerConfig": {"name": name}},
             "triggers": triggers,
         },

@@ -121,8 +121,9 @@ class _Replicas(SpecModel):
     min_replicas: int = Field(
         1,
         ge=0,
-        description="Fewest replicas the autoscaler keeps; 0 scales to zero where something can wake the "
-        "workload (docs/metrics.md, 'Scale to zero').",
+        description="Fewest replicas the autoscaler keeps; 0 (scale to zero) only for the prefill and decode "
+        "roles of a split Mooncake endpoint, which its proxy wakes on the first request (docs/metrics.md, "
+        "'Scale to zero').",
     )
     metrics: tuple[Metric, ...] = items(
         "Scaling targets: 'cpu:70', 'memory:80', 'queue:5', 'running:32', 'kv_cache:0.8', 'ttft_p90_ms:500', "
@@ -168,11 +169,27 @@ class RoleAutoscaling(_Replicas):
         return self._bounds(self.max_replicas)
 
 
+Front = Literal["server", "store", "proxy"]
+NOTHING_WAKES = {
+    "server": "nothing would wake it: its own metrics vanish with its pods, and nothing but the load balancer is "
+    "in front of it, which answers 503 itself while no target is registered and holds no request a scaler could "
+    "count",
+    "store": "nothing would wake it: its own metrics vanish with its pods, and mode 'store' has no proxy in front "
+    "of its server to count requests",
+}
+"""Why a workload cannot scale to zero, by what is in front of it; a split endpoint's roles are woken by
+their proxy, which counts every request it receives (components/render/autoscaling.py, wake_query)."""
+
+
 def served_rules(
-    block: _Replicas, at: str, framework: Framework, accelerator: str, role: str
+    block: _Replicas, at: str, framework: Framework, accelerator: str, role: str, front: Front = "server"
 ) -> Iterator[PydanticCustomError]:
     """Refuse a metric nothing serves for this workload: a framework metric the framework does not
-    expose, a GPU metric on Neuron, and scaling to zero where nothing would wake the workload."""
+    expose, a GPU metric on Neuron, and scaling to zero where nothing would wake the workload.
+
+    ``front`` is what receives the workload's requests: ``server`` (a classic endpoint, only the load
+    balancer in front), ``store`` (a store-mode server, likewise) or ``proxy`` (a split Mooncake
+    endpoint's proxy, which counts them: the one case that may scale to zero)."""
     for index, metric in enumerate(block.parsed_metrics):
         signal = SIGNAL_OF_METRIC.get(metric.name)
         if signal is not None and signal not in TABLE[framework]:
@@ -196,14 +213,13 @@ def served_rules(
                 name=metric.name,
                 accelerator=accelerator,
             )
-    if block.min_replicas == 0:
+    if block.min_replicas == 0 and front != "proxy":
         yield fail(
             "scale_to_zero",
-            "0 would leave the {role} role without a pod, and nothing would wake it: its own metrics vanish "
-            "with its pods{why}; keep min_replicas at 1 or more (docs/metrics.md, 'Scale to zero')",
+            "0 would leave the {role} role without a pod, and {why}; keep min_replicas at 1 or more (only the "
+            "prefill and decode roles of a split Mooncake endpoint, modes 'disaggregated' and 'both', scale to "
+            "zero: their proxy counts requests and wakes them; docs/metrics.md, 'Scale to zero')",
             at=f"{at}.min_replicas",
             role=role,
-            why=", and the load balancer in front of it holds no request for a scaler to count"
-            if role == "server"
-            else "",
+            why=NOTHING_WAKES[front],
         )

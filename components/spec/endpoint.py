@@ -13,7 +13,7 @@ from components.catalog import pins
 from components.render.frameworks import ADAPTERS, ServerInputs, ServerLaunch, flag_name, server_launch
 from components.render.mooncake_env import ROLE_ENV
 from components.scheduling import CAPACITY_TYPE_LABEL, EFA_PAGE_ENTRY_BUDGET, HUGEPAGE_2MI_BYTES, NODE_GROUP_LABEL
-from components.spec.autoscaling import Autoscaling, served_rules
+from components.spec.autoscaling import Autoscaling, Front, served_rules
 from components.spec.base import (
     FILLED_IN,
     DnsLabel,
@@ -389,7 +389,9 @@ class Endpoint(SpecModel):
                 ("decode", self.mooncake.autoscaling.decode),
             ):
                 if block is not None:
-                    yield from served_rules(block, f"mooncake.autoscaling.{role}", framework, self.accelerator, role)
+                    at = f"mooncake.autoscaling.{role}"
+                    front: Front = "proxy" if self.mooncake.split else "store"
+                    yield from served_rules(block, at, framework, self.accelerator, role, front)
 
     def _mooncake_rules(self, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
         if self.framework != "vllm":

@@ -508,6 +508,17 @@ AUTOSCALING_EDITS = {
         ["autoscaling", "set", "chat-pd", "--role", "decode", "--max", "2", "--enable"],
         ["+        autoscaling:", "+          enabled: true", "+          decode:", "+            max_replicas: 2"],
     ),
+    "a split Mooncake role to zero": (
+        "dev",
+        ["autoscaling", "set", "chat-pd", "--role", "prefill", "--min", "0", "--max", "2", "--enable"],
+        [
+            "+        autoscaling:",
+            "+          enabled: true",
+            "+          prefill:",
+            "+            min_replicas: 0",
+            "+            max_replicas: 2",
+        ],
+    ),
 }
 
 
@@ -552,6 +563,16 @@ AUTOSCALING_REFUSED = {
         "dev",
         ["autoscaling", "set", "chat-pd", "--role", "prefill", "--min", "1", "--enable"],
         "mooncake.autoscaling.prefill.max_replicas: is required",
+    ),
+    "a classic endpoint to zero": (
+        "dev",
+        ["autoscaling", "set", "assistant", "--min", "0", "--max", "2"],
+        "assistant.autoscaling.min_replicas: 0 would leave the server role without a pod, and nothing would wake it",
+    ),
+    "a store-mode endpoint to zero": (
+        "dev",
+        ["autoscaling", "set", "kv-cache", "--role", "decode", "--min", "0", "--max", "2", "--enable"],
+        "kv-cache.mooncake.autoscaling.decode.min_replicas: 0 would leave the decode role without a pod",
     ),
 }
 

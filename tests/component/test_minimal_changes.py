@@ -245,3 +245,19 @@ def test_changing_a_roles_scaling_metrics_updates_only_its_scaled_object(
     ]
     for entry in entries:
         assert {path.split("[")[0] for path in paths(entry)} == {"spec.triggers"}
+
+
+def test_scaling_a_split_role_to_zero_updates_its_scaled_object_in_place(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """min_replicas 0 of a split endpoint's role plans: its ScaledObject gains the minimum, the
+    explicit cooldown and the wake trigger, in place; the workload and the other role stay."""
+    entries = planned_edit(
+        base_plans, tmp_path, capsys, "prod", "autoscaling", "set", "chat", "--role", "prefill", "--min", "0"
+    )
+    assert summary(entries) == [
+        ("update", "kubernetes:keda.sh/v1alpha1:ScaledObject", f"{region}-chat-prefill", "in place")
+        for region in PROD_REGIONS
+    ]
+    for entry in entries:
+        assert paths(entry) == {"spec.minReplicaCount", "spec.cooldownPeriod", "spec.triggers[2]"}

@@ -166,6 +166,21 @@ MOONCAKE_CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
         ),
         None,
     ),
+    # Both roles may go to zero: each ScaledObject wakes on the proxy's requests (docs/metrics.md).
+    "disaggregated-tcp-scale-to-zero": (
+        on_gpu(
+            {
+                "mode": "disaggregated",
+                "topology": {"prefill": 1, "decode": 1},
+                "autoscaling": {
+                    "enabled": True,
+                    "prefill": {"min_replicas": 0, "max_replicas": 2, "metrics": ["queue:4"]},
+                    "decode": {"min_replicas": 0, "max_replicas": 2, "metrics": ["running:32"]},
+                },
+            }
+        ),
+        None,
+    ),
     "both-rdma-autoscaled-prefill": (
         on_p5(
             {

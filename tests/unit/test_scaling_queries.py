@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from components.metric_table import DCGM, SIGNAL_OF_METRIC, TABLE, Series
+from components.metric_table import DCGM, PROXY_REQUESTS, SIGNAL_OF_METRIC, TABLE, Series
 from components.render.endpoint import endpoint_objects
 from components.render.placement import placed
 from components.spec import StackSpec, parse_stack_config
@@ -39,6 +39,7 @@ IMAGES: dict[Framework, str] = {
     "tgi": "ghcr.io/huggingface/text-generation-inference:3.3.6",
     "triton": "nvcr.io/nvidia/tritonserver:25.10-py3",
 }
+WAKE = "wake"
 TARGETS = {"queue": "5", "running": "16", "kv_cache": "0.8", "ttft_p90_ms": "500", "gpu": "70", "gpu_memory": "60"}
 
 
@@ -63,7 +64,7 @@ def scaled_triggers(spec: StackSpec, label: str) -> Iterator[Scaled]:
                 continue
             role = manifest["metadata"]["labels"]["app.kubernetes.io/component"]
             for trigger in manifest["spec"]["triggers"]:
-                if trigger["type"] == "prometheus":
+                if trigger["type"] == "prometheus" and trigger["name"] != WAKE:  # its own tests, below
                     metric = trigger["name"].replace("-", "_")
                     yield Scaled(
                         f"{label}/{placement.region}/{manifest['metadata']['name']}/{metric}",
@@ -245,3 +246,100 @@ def test_promtool_fails_a_query_that_leaks_into_another_role(tmp_path: Path) -> 
     result = subprocess.run([promtool(), "test", "rules", str(path)], capture_output=True, text=True, check=False)
     assert result.returncode == 1
     assert "got: {} 1E+00" in result.stdout + result.stderr
+
+
+# The wake trigger of a role at zero: the proxy's request counter, not the role's own series.
+
+
+def wake_triggers() -> list[dict[str, Any]]:
+    """Both wake triggers of a split endpoint whose roles may both go to zero, as rendered."""
+    roles = {
+        "enabled": True,
+        "prefill": {"min_replicas": 0, "max_replicas": 3, "metrics": ["queue:4"]},
+        "decode": {"min_replicas": 0, "max_replicas": 3, "metrics": ["running:48"]},
+    }
+    spec = parse_stack_config(with_mooncake({"mooncake": {"autoscaling": roles}}))
+    found = [
+        trigger
+        for placement in spec.placements
+        for manifest in endpoint_objects(placed(spec, placement)).values()
+        if manifest["kind"] == "ScaledObject"
+        for trigger in manifest["spec"]["triggers"]
+        if trigger["name"] == WAKE
+    ]
+    assert len(found) == 2
+    return found
+
+
+PROXY = {"namespace": "inference", "endpoint": "chat", "role": "proxy"}
+PROXY_NEIGHBOURS = [
+    {"endpoint": "chat-canary"},  # the canary set's proxy, which the canary's own fixed roles serve
+    {"endpoint": "chat-other"},
+    {"namespace": "inference-other"},
+]
+SCRAPE = 15  # seconds, components/platform/prometheus.py SCRAPE_INTERVAL
+SAMPLES = 36  # nine minutes of scrapes; the query is evaluated at the last, over [4m, 9m]
+
+
+def proxy_series(ours: list[str], theirs: str | None) -> list[dict[str, str]]:
+    """The request counter of each of our proxy pods (``ours``, promtool's expanding notation), and
+    of the neighbours' proxies (``theirs``), which the query must leave out."""
+    series = []
+    for index, values in enumerate(ours):
+        labels = {**PROXY, "pod": f"chat-proxy-{index}"}
+        series.append({"series": PROXY_REQUESTS + _labels(labels), "values": values})
+    if theirs is not None:
+        for index, override in enumerate(PROXY_NEIGHBOURS):
+            labels = {**PROXY, "pod": f"neighbour-{index}", **override}
+            series.append({"series": PROXY_REQUESTS + _labels(labels), "values": theirs})
+    return series
+
+
+def _labels(found: dict[str, str]) -> str:
+    return "{" + ",".join(f'{key}="{value}"' for key, value in found.items()) + "}"
+
+
+BUSY = f"0+20x{SAMPLES}"
+WAKE_SITUATIONS: dict[str, tuple[list[dict[str, str]], list[int]]] = {
+    # One request, the counter rising once after seven minutes at 0: wakes (1), whatever the neighbours do.
+    "one request after none": (proxy_series([f"0x28 1x{SAMPLES - 29}", f"0x{SAMPLES}"], "0x36"), [1]),
+    # Many requests on both proxies: still 1 (clamped), so the trigger never asks for a second replica.
+    "many requests": (proxy_series([BUSY, BUSY], BUSY), [1]),
+    # Counters flat (traffic long before), neighbours busy: idle (0), and the role may go to zero.
+    "flat counters": (proxy_series([f"7x{SAMPLES}", f"3x{SAMPLES}"], BUSY), [0]),
+    # Requests until three minutes in, none since: out of the five-minute window, idle.
+    "requests older than the window": (proxy_series([f"0+1x12 12x{SAMPLES - 13}", f"0x{SAMPLES}"], BUSY), [0]),
+    # No proxy of ours was ever scraped: no sample (KEDA reads the empty result as 0, inactive).
+    "no series": (proxy_series([], BUSY), []),
+}
+
+
+@pytest.mark.parametrize("trigger", wake_triggers(), ids=["prefill", "decode"])
+@pytest.mark.parametrize("situation", WAKE_SITUATIONS, ids=list(WAKE_SITUATIONS))
+def test_the_wake_query_is_one_while_the_endpoints_proxy_received_requests_in_five_minutes(
+    trigger: dict[str, Any], situation: str, tmp_path: Path
+) -> None:
+    """KEDA wakes the role when the value exceeds activationThreshold 0 and lets it go to zero when
+    it does not (pkg/scalers/prometheus_scaler.go returns ``val > ActivationThreshold`` as active);
+    at 1 against threshold 1 (AverageValue) the HPA wants exactly one replica from it."""
+    assert (trigger["metricType"], trigger["metadata"]["threshold"]) == ("AverageValue", "1")
+    assert trigger["metadata"]["activationThreshold"] == "0"
+    series, values = WAKE_SITUATIONS[situation]
+    test = {
+        "interval": f"{SCRAPE}s",
+        "input_series": series,
+        "promql_expr_test": [
+            {
+                "expr": trigger["metadata"]["query"],
+                "eval_time": f"{(SAMPLES * SCRAPE) // 60}m",
+                "exp_samples": [{"labels": "{}", "value": value} for value in values],
+            }
+        ],
+    }
+    path = tmp_path / "wake.yaml"
+    yaml = YAML(typ="safe", pure=True)
+    yaml.width = 4096
+    with path.open("w") as out:
+        yaml.dump({"rule_files": [], "evaluation_interval": f"{SCRAPE}s", "tests": [test]}, out)
+    result = subprocess.run([promtool(), "test", "rules", str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
