@@ -8,21 +8,42 @@ metric>`` for a prometheus trigger, Resource for cpu and memory). What the HPA c
 autoscaling/v2 HorizontalPodAutoscalerStatus.currentMetrics, one entry per metric it could read,
 and the condition ScalingActive, False with the reason when it could read none. Since KEDA reads a
 query that finds no series as 0, each prometheus trigger's query is also asked of the region's
-Prometheus (through the API server's service proxy) and must find its series."""
+Prometheus (through the API server's service proxy) and must find its series.
+
+At zero (a role of a split endpoint with ``min_replicas: 0``, KEDA scaled it to 0 replicas) the
+HPA computes nothing: the HPA controller (kubernetes pkg/controller/podautoscaler/horizontal.go,
+reconcileAutoscaler, v1.30 to v1.36) sets ScalingActive False with the reason ``ScalingDisabled``
+("scaling is disabled since the replica count of the target is zero") and no currentMetrics, and
+KEDA (v2.20.2 pkg/scaling/executor/scale_scaledobjects.go) sets Active False, ScalerNotActive. The
+pods' series are gone with the pods. What must hold then is what wakes the role: its ``wake``
+trigger, whose query reads the requests the endpoint's proxy counted, must find the proxy's series
+(the proxy is scraped); the other triggers' series are not required."""
 
 from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from components import naming
 from components.spec import Endpoint
 from fleetctl.verify.client import CheckError
+from fleetctl.verify.incluster import POLL_SECONDS, UnverifiedError
 from fleetctl.verify.kube import Cluster
+from fleetctl.verify.wake import Zero
 
 _EXTERNAL = re.compile(r"^s(\d+)-")
+WAKE_TRIGGER = "wake"
+"""The name of the trigger that wakes a role at zero (components/render/autoscaling.py renders it)."""
+SCALING_DISABLED = "ScalingDisabled"
+"""The HPA's ScalingActive reason while its target has 0 replicas (kubernetes horizontal.go)."""
+
+
+class MissingError(CheckError):
+    """A metric the HPA could not read or a query that found no series: what a role waking from
+    zero shows until its pods serve and are scraped."""
 
 
 def autoscaled_workloads(name: str, endpoint: Endpoint) -> list[str]:
@@ -96,7 +117,7 @@ def judge(scaled_object: Mapping[str, Any], hpa: Mapping[str, Any]) -> str:
             if active
             else ""
         )
-        raise CheckError(
+        raise MissingError(
             f"HPA {hpa['metadata']['name']} reports no current value for {', '.join(missing)}{why.rstrip()}"
         )
     return f"{name}: " + ", ".join(reported)
@@ -119,7 +140,7 @@ def judge_query(trigger: Mapping[str, Any], answer: Mapping[str, Any]) -> str | 
     if answer.get("status") != "success" or result is None:
         raise CheckError(f"trigger {label}: Prometheus refused its query ({answer.get('error', 'no data')})")
     if not result:
-        raise CheckError(
+        raise MissingError(
             f"trigger {label}: its query returns no series, which KEDA reads as 0 (is the pipeline scraping "
             f"these pods?): {trigger['metadata']['query']}"
         )
@@ -127,21 +148,91 @@ def judge_query(trigger: Mapping[str, Any], answer: Mapping[str, Any]) -> str | 
     return f"{label}: no requests in the window" if value.lower() == "nan" else None
 
 
-def autoscaler_active(cluster: Cluster, namespace: str, workloads: list[str]) -> str:
-    details = []
-    for workload in workloads:
-        scaled_object = json.loads(
-            cluster.get(f"/apis/keda.sh/v1alpha1/namespaces/{namespace}/scaledobjects/{workload}")
+def at_zero(scaled_object: Mapping[str, Any], hpa: Mapping[str, Any]) -> bool:
+    """KEDA scaled the workload to zero as its minReplicaCount allows (the HPA says its target has
+    0 replicas). A workload at 0 below a minReplicaCount above 0 is not: KEDA raises it again."""
+    active = _condition(hpa.get("status") or {}, "ScalingActive")
+    return (
+        scaled_object["spec"].get("minReplicaCount") == 0
+        and active is not None
+        and active.get("status") == "False"
+        and active.get("reason") == SCALING_DISABLED
+    )
+
+
+def judge_at_zero(scaled_object: Mapping[str, Any], ask: Callable[[str], Mapping[str, Any]]) -> tuple[str, str]:
+    """(detail, the wake trigger's value) of a Ready ScaledObject at zero; CheckError naming what
+    is missing for it to wake."""
+    name = scaled_object["metadata"]["name"]
+    wake = next(
+        (t for t in scaled_object["spec"]["triggers"] if t.get("name") == WAKE_TRIGGER and t["type"] == "prometheus"),
+        None,
+    )
+    if wake is None:
+        raise CheckError(
+            f"ScaledObject {name} is at zero without a '{WAKE_TRIGGER}' trigger: its pods' series are gone "
+            "with them and nothing will wake it"
         )
-        hpa_name = (scaled_object.get("status") or {}).get("hpaName") or workload
-        hpa = json.loads(
-            cluster.get(f"/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers/{hpa_name}")
+    query = wake["metadata"]["query"]
+    answer = ask(query)
+    result = (answer.get("data") or {}).get("result")
+    if answer.get("status") != "success" or result is None:
+        raise CheckError(
+            f"ScaledObject {name} is at zero and Prometheus refused its wake trigger's query "
+            f"({answer.get('error', 'no data')})"
         )
-        detail = judge(scaled_object, hpa)
-        for trigger in scaled_object["spec"]["triggers"]:
-            if trigger["type"] == "prometheus":
-                answer = json.loads(cluster.get(PROMETHEUS_QUERY, query=trigger["metadata"]["query"]))
-                note = judge_query(trigger, answer)
-                detail += f" ({note})" if note else ""
-        details.append(detail)
-    return "; ".join(details)
+    if not result:
+        raise CheckError(
+            f"ScaledObject {name} is at zero and its wake trigger's query returns no series, which KEDA reads as 0 "
+            f"and never wakes it (is Prometheus scraping the endpoint's proxy?): {query}"
+        )
+    value = str(result[0].get("value", [None, ""])[1])
+    return f"{name}: at zero, waiting for its wake trigger ({WAKE_TRIGGER}={value})", value
+
+
+def workload_active(cluster: Cluster, namespace: str, workload: str, zero: Zero | None = None) -> str:
+    """One ScaledObject and its HPA judged: at zero, or reading every metric and query."""
+    scaled_object = json.loads(cluster.get(f"/apis/keda.sh/v1alpha1/namespaces/{namespace}/scaledobjects/{workload}"))
+    hpa_name = (scaled_object.get("status") or {}).get("hpaName") or workload
+    hpa = json.loads(cluster.get(f"/apis/autoscaling/v2/namespaces/{namespace}/horizontalpodautoscalers/{hpa_name}"))
+
+    def ask(query: str) -> Mapping[str, Any]:
+        answer: Mapping[str, Any] = json.loads(cluster.get(PROMETHEUS_QUERY, query=query))
+        return answer
+
+    if at_zero(scaled_object, hpa):
+        ready = _condition(scaled_object.get("status") or {}, "Ready")
+        if ready is None or ready.get("status") != "True":
+            judge(scaled_object, hpa)  # fails, naming why it is not Ready
+        detail, value = judge_at_zero(scaled_object, ask)
+        if zero is not None and zero.state == "asleep":
+            raise CheckError(
+                f"ScaledObject {workload} is still at zero though this run's requests should have woken it "
+                f"({zero.detail}; its {WAKE_TRIGGER} trigger reads {value})"
+            )
+        return detail
+    detail = judge(scaled_object, hpa)
+    for trigger in scaled_object["spec"]["triggers"]:
+        if trigger["type"] == "prometheus":
+            note = judge_query(trigger, ask(trigger["metadata"]["query"]))
+            detail += f" ({note})" if note else ""
+    return detail
+
+
+def autoscaler_active(
+    cluster: Cluster, namespace: str, workloads: list[str], zero: Zero | None = None, wait: float = 0.0
+) -> str:
+    """Every workload's judgement. Of an endpoint the request check found at zero: just woken, the
+    new pods' series may take a scrape to appear, so what is missing is asked again for up to
+    ``wait`` seconds; woken by this run and not waited for, what is missing is unverified (the
+    role is waking), not failed."""
+    waited_until = time.monotonic() + (wait if zero is not None and zero.state == "woke" else 0.0)
+    while True:
+        try:
+            return "; ".join(workload_active(cluster, namespace, workload, zero) for workload in workloads)
+        except MissingError as error:
+            if zero is not None and zero.state == "not waited":
+                raise UnverifiedError(f"waking from zero (this run's request woke it): {error}") from None
+            if time.monotonic() >= waited_until:
+                raise
+        time.sleep(min(POLL_SECONDS, cluster.client.left(), max(0.0, waited_until - time.monotonic())))

@@ -40,7 +40,8 @@ from fleetctl.verify.incluster import (
     kv_transport,
 )
 from fleetctl.verify.kube import Cluster, connect
-from fleetctl.verify.schemas import TritonModel, request_check
+from fleetctl.verify.schemas import SCALED_TO_ZERO, TritonModel, request_check
+from fleetctl.verify.wake import AsleepError, NotWaitedError, Zero, request_waking
 
 
 @dataclass(frozen=True)
@@ -91,6 +92,13 @@ def parser() -> argparse.ArgumentParser:
         help="seconds to wait for the pods to count or log what requests did (default 30)",
     )
     parser.add_argument(
+        "--wake-wait",
+        type=_wait_seconds,
+        default=900.0,
+        help="seconds to wait for an endpoint scaled to zero to wake, asking again after each Retry-After "
+        "(default 900, not counted in --deadline; 0: do not wait, the request check is unverified)",
+    )
+    parser.add_argument(
         "--output", choices=("table", "json"), default="table", help="table for people (default), json for scripts"
     )
     return parser
@@ -107,6 +115,16 @@ def _seconds(text: str) -> float:
     seconds = float(text)
     if not math.isfinite(seconds) or seconds <= 0:
         raise argparse.ArgumentTypeError(f"must be a number of seconds above 0, got {text}")
+    return seconds
+
+
+def _wait_seconds(text: str) -> float:
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = math.nan
+    if not math.isfinite(seconds) or seconds < 0:
+        raise argparse.ArgumentTypeError(f"must be a number of seconds, 0 or more, got {text}")
     return seconds
 
 
@@ -180,9 +198,10 @@ def verify(spec: StackSpec, outputs: dict[str, Any], client: Client, arguments: 
         address = str(record["address"]).rstrip("/")
         # What was deployed; the stack file's when the record predates the field.
         model = record.get("served_model_name") or endpoint.served_model_name
-        checks += endpoint_checks(name, region, endpoint, address, model, client, triton)
+        found, zero = endpoint_checks(name, region, endpoint, address, model, client, triton, arguments.wake_wait)
+        checks += found
         checks += cluster_checks(
-            name, region, endpoint, address, model, partial(cluster, region), client, triton, arguments
+            name, region, endpoint, address, model, partial(cluster, region), client, triton, arguments, zero
         )
     checks += [Check(*row) for row in global_checks(spec, records, client, triton, arguments)]
     return checks
@@ -197,21 +216,37 @@ def health_path(endpoint: Endpoint) -> str:
 
 
 def endpoint_checks(
-    name: str, region: str, endpoint: Endpoint, address: str, model: str | None, client: Client, triton: TritonModel
-) -> list[Check]:
+    name: str,
+    region: str,
+    endpoint: Endpoint,
+    address: str,
+    model: str | None,
+    client: Client,
+    triton: TritonModel,
+    wake_wait: float,
+) -> tuple[list[Check], Zero | None]:
+    """The health and request checks through the route, and what the request found of an
+    endpoint scaled to zero (None when it was awake or failed otherwise)."""
     checks: list[Check] = []
-
-    def attempt(check: str, action: Callable[[], str]) -> None:
-        try:
-            checks.append(Check(name, region, check, "passed", action()))
-        except CheckError as error:
-            checks.append(Check(name, region, check, "failed", str(error)))
-
     url = f"{address}{health_path(endpoint)}"
-    attempt("health", lambda: _health(client, url))
+    try:
+        checks.append(Check(name, region, "health", "passed", _health(client, url)))
+    except CheckError as error:
+        checks.append(Check(name, region, "health", "failed", str(error)))
     request = request_check(endpoint.framework, triton, model)
-    attempt("request", lambda: request(client, address))
-    return checks
+    zero: Zero | None = None
+    try:
+        detail, zero = request_waking(request, client, address, wake_wait)
+        checks.append(Check(name, region, "request", "passed", detail))
+    except NotWaitedError as reason:
+        checks.append(Check(name, region, "request", "unverified", str(reason)))
+        zero = reason.zero
+    except AsleepError as error:
+        checks.append(Check(name, region, "request", "failed", str(error)))
+        zero = error.zero
+    except CheckError as error:
+        checks.append(Check(name, region, "request", "failed", str(error)))
+    return checks, zero
 
 
 def cluster_checks(
@@ -224,15 +259,18 @@ def cluster_checks(
     client: Client,
     triton: TritonModel,
     arguments: argparse.Namespace,
+    zero: Zero | None = None,
 ) -> list[Check]:
     """The checks that read the cluster: the autoscalers, the canary's share, Mooncake's KV evidence
-    (of each set, when a Mooncake endpoint runs a canary set: its own checks, named ``canary ...``)."""
+    (of each set, when a Mooncake endpoint runs a canary set: its own checks, named ``canary ...``).
+    Of an endpoint the request check found at zero and did not see wake, the checks that need
+    served requests are unverified, saying so; the autoscalers' is made whatever the state."""
     wanted: list[tuple[str, Callable[[Target], str], str]] = []
     workloads = autoscaled_workloads(name, endpoint)
     if workloads:
 
         def active(target: Target) -> str:
-            return autoscaler_active(target.cluster, target.namespace, workloads)
+            return autoscaler_active(target.cluster, target.namespace, workloads, zero, target.log_wait)
 
         wanted.append(("autoscaler active", active, name))
     if endpoint.canary is not None:
@@ -254,6 +292,10 @@ def cluster_checks(
     direct = mooncake is not None and endpoint.canary is not None
     checks: list[Check] = []
     for check, action, set_name in wanted:
+        unserved = zero.unverified() if zero is not None and check != "autoscaler active" else None
+        if unserved is not None:
+            checks.append(Check(name, region, check, "unverified", unserved))
+            continue
         try:
             target = Target(
                 set_name, region, endpoint, address, model, cluster(), client, arguments.log_wait, direct=direct
@@ -267,9 +309,13 @@ def cluster_checks(
 
 
 def _health(client: Client, url: str) -> str:
-    status, _ = client.request("GET", url)
+    """200, and the roles a split endpoint's proxy says are at zero (it stays healthy then)."""
+    status, answer = client.request("GET", url)
     if status != 200:
         raise CheckError(f"GET {url}: HTTP {status}")
+    at_zero = answer.get(SCALED_TO_ZERO) if isinstance(answer, dict) else None
+    if isinstance(at_zero, list) and at_zero:
+        return f"HTTP 200 (scaled to zero: {', '.join(map(str, at_zero))})"
     return "HTTP 200"
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from components.spec import StackSpec
 from fleetctl.verify.client import CheckError, Client
 from fleetctl.verify.schemas import TritonModel, request_check
+from fleetctl.verify.wake import NotWaitedError, request_waking
 
 REGION = "global"
 """The region column of a check made through the global address."""
@@ -52,7 +53,10 @@ def global_checks(
         assert endpoint.framework is not None  # set by the model once it validated
         request = request_check(endpoint.framework, triton, model or endpoint.served_model_name)
         try:
-            answer = request(client, address)
+            answer, _ = request_waking(request, client, address, arguments.wake_wait)
+        except NotWaitedError as reason:
+            checks.append((name, REGION, CHECK, "unverified", f"{reason} via {address}"))
+            continue
         except CheckError as error:
             checks.append((name, REGION, CHECK, "failed", str(error)))
             continue

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 from typing import Any
 
 from components.spec.images import Framework
@@ -19,6 +21,33 @@ class TritonModel:
     name: str = "identity"
     input: str = "INPUT0"
     output: str = "OUTPUT0"
+
+
+SCALED_TO_ZERO = "scaled_to_zero"
+"""The error type of the 503 a split endpoint's proxy answers while its roles are at zero, and the
+key of its /health body naming those roles (components/render/proxy_program.py; the program runs
+alone in its pod and imports nothing of ours)."""
+
+
+class ScaledToZeroError(CheckError):
+    """The endpoint answered that it is scaled to zero (the request woke it)."""
+
+    def __init__(self, message: str, retry_after: float | None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+        """Seconds the proxy asked to wait before the next request (its Retry-After), if it said."""
+
+
+def retry_after(headers: Mapping[str, str], now: float) -> float | None:
+    """An answer's Retry-After in seconds from ``now`` (a POSIX time): delay-seconds or an HTTP-date
+    (RFC 9110, 10.2.3); None when absent or unreadable."""
+    value = headers.get("retry-after", "").strip()
+    if value.isdigit():
+        return float(value)
+    try:
+        return max(0.0, parsedate_to_datetime(value).timestamp() - now)
+    except (TypeError, ValueError, IndexError, OverflowError):
+        return None
 
 
 def _field(document: Any, *path: str | int) -> Any:
@@ -55,8 +84,16 @@ def _ok(status: int, body: Any, what: str) -> Any:
 
 def vllm(client: Client, address: str, model: str | None, prompt: str = PROMPT) -> str:
     """A completion naming the served model, as clients do (the bundled split-endpoint proxy serves no /v1/models)."""
-    status, answer = client.request("POST", f"{address}/v1/completions", completion_body(model, prompt))
+    status, answer, headers = client.exchange("POST", f"{address}/v1/completions", completion_body(model, prompt))
+    if status == 503 and _error_type(answer) == SCALED_TO_ZERO:
+        message = str(answer["error"].get("message") or "scaled to zero")
+        raise ScaledToZeroError(f"POST /v1/completions: HTTP 503 {message}", retry_after(headers, time.time()))
     return completion_text(status, answer, "POST /v1/completions")
+
+
+def _error_type(answer: Any) -> Any:
+    error = answer.get("error") if isinstance(answer, dict) else None
+    return error.get("type") if isinstance(error, dict) else None
 
 
 def completion_body(model: str | None, prompt: str = PROMPT) -> dict[str, Any]:

@@ -9,7 +9,10 @@ real Mooncake transfer engine's, asked for rdma in this namespace (which has no 
 Mooncake endpoints with a canary set (cases ``pdc-*``, ``storec-*``) have two sets of pods, the
 canary's named ``<case>-canary``: the route picks a set at the weight, and a request posted
 through the pod proxy to a proxy or server pod goes to that pod's set only; proxies count the
-answers they relayed in their /health, as the real proxy program does.
+answers they relayed in their /health, as the real proxy program does. Split endpoints scaled to
+zero (cases ``zero-*``) have a route that answers as their proxy does while the roles are at zero
+(503, ``Retry-After``, error type ``scaled_to_zero``; /health 200 naming the roles) for their first
+:data:`ASLEEP_REQUESTS` completions, and like ``pd-good`` once awake.
 """
 
 from __future__ import annotations
@@ -40,6 +43,10 @@ TOKEN = "k8s-aws-v1.verify-test-token"
 NAMESPACE = "inference"
 SHARES = {"canary-good": 0.10, "canary-tgi": 0.10, "canary-skewed": 0.5, "pdc-skewed": 0.5}
 """The share of requests the route really sends to the canary, per case."""
+ASLEEP_REQUESTS = {"zero-wakes": 3, "zero-asleep": 10**9}
+"""Completions a case's proxy answers at zero before its roles serve (each one counted, as a wake)."""
+RETRY_AFTER_SECONDS = 1
+"""The proxy's --retry-after-seconds in these scenes (30 by default)."""
 
 # What vLLM's stat logger prints for MooncakeConnector: "KVConnectorType: %s, KV Transfer metrics: %s",
 # the fields of MooncakeKVConnectorStats.reduce() joined as "key=value, ...".
@@ -121,6 +128,8 @@ class Pod:
 class Cluster:
     def __init__(self, cases: list[str], engine_log: str) -> None:
         self.pods: dict[str, Pod] = {}
+        self.asleep: dict[str, int] = {}
+        """Completions each case at zero answers 503 before its roles serve."""
         self.random = random.Random(20261129)
         for case in cases:
             if case.startswith("canary"):
@@ -144,6 +153,10 @@ class Cluster:
                 self.add(case, "server", f"{case}-5c7d9-0")
                 master = self.add(case, "store", f"{case}-store-0", containers=("master",))
                 master.log("master", MASTER_SUMMARY.format(rate="0.00"))
+            elif case.startswith("zero"):  # the pods once awake: pd-good's
+                for role, name in (("prefill", f"{case}-prefill-0"), ("decode", f"{case}-decode-7b9c4-0")):
+                    self.add(case, role, name).log("server", RDMA_FOUND)
+                self.asleep[case] = ASLEEP_REQUESTS[case]
             elif case.startswith("rdma-group"):
                 # Roles spanning two nodes: LeaderWorkerSet leaders <name>-<role>-0, workers <name>-<role>-0-1,
                 # with the role's labels; the decode group's worker fell back to TCP.
@@ -306,6 +319,10 @@ class Route(BaseHTTPRequestHandler):
         reply(self, status, json.dumps(body).encode())
 
     def do_GET(self) -> None:
+        case = self.path.lstrip("/").split("/")[0]
+        if self.cluster.asleep.get(case, 0) > 0 and self.path.endswith("/health"):
+            self.answer({"prefill": {}, "decode": False, "answered": 0, "scaled_to_zero": ["prefill", "decode"]})
+            return
         self.answer({})
 
     def do_POST(self) -> None:
@@ -313,6 +330,16 @@ class Route(BaseHTTPRequestHandler):
         case = self.path.lstrip("/").split("/")[0]
         if self.path.endswith("/v1/completions") and (error := unknown_model(request)) is not None:
             self.answer(error, status=404)
+        elif self.cluster.asleep.get(case, 0) > 0:
+            self.cluster.asleep[case] -= 1
+            message = "prefill and decode scaled to zero: this request wakes them; retry in a few minutes"
+            body = json.dumps({"error": {"message": message, "type": "scaled_to_zero", "code": 503}}).encode()
+            self.send_response(503)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Retry-After", str(RETRY_AFTER_SECONDS))
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
         elif self.cluster.route(case):
             self.answer({"choices": [{"index": 0, "text": " Paris."}], "generated_text": " Paris."})
         else:

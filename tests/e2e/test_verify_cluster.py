@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -54,6 +55,8 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
     "pdc-good": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
     "pdc-skewed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
     "pdc-crossed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
+    "zero-wakes": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
+    "zero-asleep": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
     "storec-good": mooncake_endpoint(
         {
             "node_group": "gpu",
@@ -100,6 +103,7 @@ def run(
     token: str | None = TOKEN,
     cluster: dict[str, str] | None = None,
     env: dict[str, str] | None = None,
+    extra: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     if shutil.which("unshare") is None:
         pytest.fail("util-linux unshare is needed")
@@ -111,6 +115,7 @@ def run(
         outputs["kubeconfigs"] = {"us-east-1": kubeconfig(token, cluster)}
     (tmp_path / "outputs.json").write_text(json.dumps(outputs))
     arguments = [str(stack), str(tmp_path / "outputs.json"), ",".join(cases), "--log-wait", "3", "--timeout", "5"]
+    arguments += extra
     return run_driver("tests.e2e.cluster_driver", *arguments, mount=True, env=env, timeout=300)
 
 
@@ -124,7 +129,7 @@ def check(result: dict[str, Any], endpoint: str, name: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run(tmp_path_factory.mktemp("cluster"), list(ENDPOINTS))
+    return run(tmp_path_factory.mktemp("cluster"), [case for case in ENDPOINTS if not case.startswith("zero")])
 
 
 @pytest.mark.parametrize(
@@ -255,3 +260,57 @@ def test_an_api_server_another_authority_signed_is_refused(tmp_path: Path, tls: 
     assert found["status"] == "failed"
     assert "TLS failed" in found["detail"]
     assert "CERTIFICATE_VERIFY_FAILED" in found["detail"]
+
+
+# Split endpoints scaled to zero: the proxy answers 503 scaled_to_zero with Retry-After 1 (the
+# scenes' --retry-after-seconds) until the roles serve, after 3 requests (zero-wakes) or never.
+
+
+@pytest.fixture(scope="module")
+def at_zero(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return run(tmp_path_factory.mktemp("zero"), ["zero-wakes", "zero-asleep"], extra=("--wake-wait", "4"))
+
+
+def test_an_endpoint_at_zero_is_waited_for_and_its_checks_run_once_it_woke(at_zero: dict[str, Any]) -> None:
+    health = check(at_zero, "zero-wakes", "health")
+    assert (health["status"], health["detail"]) == ("passed", "HTTP 200 (scaled to zero: prefill, decode)")
+    request = check(at_zero, "zero-wakes", "request")
+    assert request["status"] == "passed", request
+    assert re.fullmatch(r" Paris\. \(woke from zero \d+ s after the first request, asked 4 times\)", request["detail"])
+    assert check(at_zero, "zero-wakes", "kv transfer")["status"] == "passed"
+
+
+def test_an_endpoint_that_does_not_wake_within_the_wait_fails_and_its_other_checks_are_unverified(
+    at_zero: dict[str, Any],
+) -> None:
+    request = check(at_zero, "zero-asleep", "request")
+    assert request["status"] == "failed"
+    assert request["detail"].startswith("scaled to zero and not awake within --wake-wait 4 s: ")
+    assert (
+        "requests answered 503 scaled_to_zero (the last: POST /v1/completions: HTTP 503 prefill and decode"
+        in (request["detail"])
+    )
+    transfer = check(at_zero, "zero-asleep", "kv transfer")
+    assert transfer == {
+        **transfer,
+        "status": "unverified",
+        "detail": "scaled to zero and not awake within --wake-wait 4 s: no request was served to check",
+    }
+    assert at_zero["code"] == 1
+
+
+def test_with_wake_wait_0_the_request_that_woke_it_is_reported_unverified(tmp_path: Path) -> None:
+    found = run(tmp_path, ["zero-wakes"], extra=("--wake-wait", "0"))
+    assert check(found, "zero-wakes", "request") == {
+        "endpoint": "zero-wakes",
+        "region": "us-east-1",
+        "check": "request",
+        "status": "unverified",
+        "detail": "scaled to zero; this request woke it (--wake-wait 0: not waited for)",
+    }
+    transfer = check(found, "zero-wakes", "kv transfer")
+    assert (transfer["status"], transfer["detail"]) == (
+        "unverified",
+        "scaled to zero, not waited for (--wake-wait 0): no request was served to check",
+    )
+    assert found["code"] == 1

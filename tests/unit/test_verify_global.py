@@ -4,6 +4,7 @@ honest word on which region answered (no response tells)."""
 from __future__ import annotations
 
 import copy
+from collections.abc import Mapping
 from typing import Any
 
 from components.spec import parse_stack_config
@@ -24,11 +25,11 @@ class Answers(Client):
         self.up = up
         self.asked: list[str] = []
 
-    def request(self, method: str, url: str, body: Any = None) -> tuple[int, Any]:
+    def exchange(self, method: str, url: str, body: Any = None) -> tuple[int, Any, Mapping[str, str]]:
         self.asked.append(url)
         if not url.startswith(self.up):
             raise CheckError(f"{method} {url}: cannot connect (refused)")
-        return 200, {"choices": [{"text": "hello"}]}
+        return 200, {"choices": [{"text": "hello"}]}, {}
 
 
 def spec(enabled: bool) -> Any:
