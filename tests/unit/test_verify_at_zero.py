@@ -3,11 +3,12 @@ the HPA controller (kubernetes pkg/controller/podautoscaler/horizontal.go, recon
 sets ScalingActive False, reason ScalingDisabled, and computes no metric while its target has 0
 replicas; KEDA v2.20.2 (pkg/scaling/executor/scale_scaledobjects.go) sets Active False,
 ScalerNotActive, and mirrors the HPA's reason in HPAActive (apis/keda/v1alpha1/condition_types.go).
-The ScaledObject has the wake trigger the rendering adds for ``min_replicas: 0``: the requests
-the endpoint's proxy counted."""
+The ScaledObject is the one the program renders for a split role at ``min_replicas: 0``, its
+wake trigger reading the requests the endpoint's proxy counted."""
 
 from __future__ import annotations
 
+import copy
 import json
 import time
 from collections.abc import Callable
@@ -15,58 +16,70 @@ from typing import Any
 
 import pytest
 
-from fleetctl.verify.autoscaler import PROMETHEUS_QUERY, autoscaler_active
+from components.render.mooncake import mooncake_objects
+from fleetctl.verify.autoscaler import PROMETHEUS_QUERY, WAKE_TRIGGER, autoscaler_active
 from fleetctl.verify.client import CheckError, Client
 from fleetctl.verify.incluster import UnverifiedError
 from fleetctl.verify.wake import Zero
 
+from .stack_builders import placed_endpoint, with_mooncake
 from .test_verify_autoscaler import answer, hpa, scaled_object
 
 WAKE_QUERY = (
     'clamp_max(sum(increase(inference_fleet_proxy_requests_total{namespace="inference",endpoint="chat",'
     'role="proxy"}[5m])), 1)'
 )
+ROLE = "chat-prefill"
+SCALING = {
+    "enabled": True,
+    "prefill": {"min_replicas": 0, "max_replicas": 3, "metrics": ["queue:4", "cpu:70", "ttft_p90_ms:800"]},
+}
+
+
+def rendered() -> dict[str, Any]:
+    """The prefill ScaledObject the program renders for ``min_replicas: 0``, as applied."""
+    endpoint = placed_endpoint(with_mooncake({"mooncake": {"autoscaling": SCALING}}))
+    return copy.deepcopy(mooncake_objects(endpoint, None)["prefill-autoscaler"])
 
 
 def sleeping() -> dict[str, Any]:
-    """The ScaledObject of a role at zero: minReplicaCount 0, the wake trigger last."""
-    document = scaled_object()
-    document["spec"]["minReplicaCount"] = 0
-    document["spec"]["cooldownPeriod"] = 300
-    document["spec"]["triggers"].append(
-        {
-            "type": "prometheus",
-            "name": "wake",
-            "metricType": "AverageValue",
-            "metadata": {
-                "serverAddress": "http://prometheus.inference-fleet-metrics.svc:9090",
-                "query": WAKE_QUERY,
-                "threshold": "1",
-                "activationThreshold": "0",
+    """The ScaledObject of the role at zero, with the status KEDA writes then."""
+    document = rendered()
+    document["status"] = {
+        "scaleTargetKind": "apps/v1.Deployment",
+        "originalReplicaCount": 1,
+        "externalMetricNames": ["s0-prometheus", "s2-prometheus", "s3-prometheus"],
+        "resourceMetricNames": ["cpu"],
+        "hpaName": ROLE,
+        "conditions": [
+            {
+                "type": "Ready",
+                "status": "True",
+                "reason": "ScaledObjectReady",
+                "message": "ScaledObject is defined correctly and is ready for scaling",
             },
-        }
-    )
-    status = document["status"]
-    status["externalMetricNames"].append("s3-prometheus")
-    status["conditions"][1] = {
-        "type": "Active",
-        "status": "False",
-        "reason": "ScalerNotActive",
-        "message": "Scaling is not performed because triggers are not active",
+            {
+                "type": "Active",
+                "status": "False",
+                "reason": "ScalerNotActive",
+                "message": "Scaling is not performed because triggers are not active",
+            },
+            {"type": "Fallback", "status": "False", "reason": "NoFallbackFound"},
+            {"type": "Paused", "status": "False", "reason": "ScaledObjectUnpaused"},
+            {
+                "type": "HPAActive",
+                "status": "True",
+                "reason": "ScalingDisabled",
+                "message": "scaling is disabled since the replica count of the target is zero",
+            },
+        ],
     }
-    status["conditions"].append(
-        {
-            "type": "HPAActive",
-            "status": "True",
-            "reason": "ScalingDisabled",
-            "message": "scaling is disabled since the replica count of the target is zero",
-        }
-    )
     return document
 
 
 def hpa_at_zero() -> dict[str, Any]:
     document = hpa()
+    document["metadata"]["name"] = ROLE
     document["status"] = {  # currentReplicas is omitempty: absent at 0
         "desiredReplicas": 0,
         "conditions": [
@@ -87,6 +100,11 @@ def hpa_at_zero() -> dict[str, Any]:
     return document
 
 
+def test_the_wake_trigger_verify_reads_is_the_one_rendered() -> None:
+    (wake,) = [trigger for trigger in rendered()["spec"]["triggers"] if trigger.get("name") == WAKE_TRIGGER]
+    assert wake["metadata"]["query"] == WAKE_QUERY
+
+
 class Scene:
     """The reads the check makes, answered by functions of how many times the ScaledObject was read."""
 
@@ -102,10 +120,10 @@ class Scene:
         self.client = Client(deadline=60)
 
     def get(self, path: str, **query: str | int) -> bytes:
-        if path == "/apis/keda.sh/v1alpha1/namespaces/inference/scaledobjects/chat":
+        if path == "/apis/keda.sh/v1alpha1/namespaces/inference/scaledobjects/chat-prefill":
             self.reads += 1
             return json.dumps(self.scaled(self.reads)).encode()
-        if path == "/apis/autoscaling/v2/namespaces/inference/horizontalpodautoscalers/chat":
+        if path == "/apis/autoscaling/v2/namespaces/inference/horizontalpodautoscalers/chat-prefill":
             return json.dumps(self.hpa_of(self.reads)).encode()
         if path == PROMETHEUS_QUERY:
             self.asked.append(str(query["query"]))
@@ -120,12 +138,12 @@ def at_zero(wake: dict[str, Any]) -> Scene:
 
 
 def active(scene: Scene, zero: Zero | None = None, wait: float = 0.0) -> str:
-    return autoscaler_active(scene, "inference", ["chat"], zero, wait)  # type: ignore[arg-type]
+    return autoscaler_active(scene, "inference", [ROLE], zero, wait)  # type: ignore[arg-type]
 
 
 def test_at_zero_it_passes_when_the_wake_trigger_finds_the_proxys_series_and_asks_only_that() -> None:
     scene = at_zero(answer("0"))
-    assert active(scene) == "chat: at zero, waiting for its wake trigger (wake=0)"
+    assert active(scene) == "chat-prefill: at zero, waiting for its wake trigger (wake=0)"
     assert scene.asked == [WAKE_QUERY]  # the pods' series are gone with them: not required
 
 
@@ -133,8 +151,8 @@ def test_at_zero_a_wake_query_without_series_fails_naming_the_proxys_scrape() ->
     with pytest.raises(CheckError) as failed:
         active(at_zero(answer()))
     assert str(failed.value) == (
-        "ScaledObject chat is at zero and its wake trigger's query returns no series, which KEDA reads as 0 and "
-        f"never wakes it (is Prometheus scraping the endpoint's proxy?): {WAKE_QUERY}"
+        "ScaledObject chat-prefill is at zero and its wake trigger's query returns no series, which KEDA reads as 0 "
+        f"and never wakes it (is Prometheus scraping the endpoint's proxy?): {WAKE_QUERY}"
     )
 
 
@@ -143,7 +161,7 @@ def test_at_zero_without_a_wake_trigger_fails() -> None:
     document["spec"]["triggers"].pop()
     document["status"]["externalMetricNames"].pop()
     scene = Scene(lambda _: document, lambda _: hpa_at_zero(), lambda _, query: answer("1"))
-    with pytest.raises(CheckError, match="ScaledObject chat is at zero without a 'wake' trigger"):
+    with pytest.raises(CheckError, match="ScaledObject chat-prefill is at zero without a 'wake' trigger"):
         active(scene)
 
 
@@ -169,8 +187,8 @@ def test_still_at_zero_after_this_runs_requests_did_not_wake_it_fails_with_the_w
     with pytest.raises(CheckError) as failed:
         active(at_zero(answer("1")), asleep)
     assert str(failed.value) == (
-        "ScaledObject chat is still at zero though this run's requests should have woken it (scaled to zero and "
-        "not awake within --wake-wait 900 s; its wake trigger reads 1)"
+        "ScaledObject chat-prefill is still at zero though this run's requests should have woken it (scaled to zero "
+        "and not awake within --wake-wait 900 s; its wake trigger reads 1)"
     )
 
 
@@ -181,9 +199,12 @@ def awake(_: int) -> dict[str, Any]:
 
 
 def hpa_awake(_: int) -> dict[str, Any]:
-    document = hpa()
-    document["status"]["currentMetrics"].insert(2, hpa()["status"]["currentMetrics"][0])
-    document["status"]["currentMetrics"][2]["external"]["metric"]["name"] = "s3-prometheus"
+    """KEDA raised the role to one; the HPA reads every metric (a query without series reads 0)."""
+    document = hpa_at_zero()
+    document["status"] = hpa()["status"]
+    wake = copy.deepcopy(document["status"]["currentMetrics"][0])
+    wake["external"]["metric"]["name"] = "s3-prometheus"
+    document["status"]["currentMetrics"].insert(2, wake)
     return document
 
 
@@ -205,6 +226,6 @@ def test_just_woken_its_pods_series_are_asked_again_until_they_appear(monkeypatc
     # The pods' series appear at the third read (a scrape after the wake).
     scene = Scene(awake, hpa_awake, lambda reads, query: answer("1") if reads >= 3 or query == WAKE_QUERY else answer())
     detail = active(scene, Zero("woke", "woke from zero 95 s after the first request"), wait=30)
-    assert detail.startswith("chat: queue=6500m per replica, ttft-p90-ms=612, wake=6500m per replica, cpu=41%")
+    assert detail.startswith("chat-prefill: queue=6500m per replica, ttft-p90-ms=612, wake=6500m per replica, cpu=41%")
     assert scene.reads == 3
     assert len(slept) == 2
