@@ -2,7 +2,12 @@
 dashboard sidecar, one row per endpoint and serving role (classic servers, canaries, prefill,
 decode), each panel a query on the region's Prometheus built from the framework metric table
 (components/metric_table.py). A signal the framework does not expose gets no panel; the row's
-note names what is missing, so nobody reads an empty graph as an idle server."""
+note names what is missing, so nobody reads an empty graph as an idle server.
+
+A split Mooncake endpoint (and its canary set) also gets a row for its proxy, which stays up when
+prefill and decode scale to zero: the requests it received and relayed, those it answered 503
+because a role had no pod (per role), those in flight, and how many prefill and decode pods
+Prometheus scrapes, 0 at zero rather than no data."""
 
 from __future__ import annotations
 
@@ -11,7 +16,17 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from components import naming
-from components.metric_table import DCGM, SIGNAL_MEANING, TABLE, Series, Signal
+from components.metric_table import (
+    DCGM,
+    PROXY_ANSWERED,
+    PROXY_IN_FLIGHT,
+    PROXY_REQUESTS,
+    PROXY_UNSERVED,
+    SIGNAL_MEANING,
+    TABLE,
+    Series,
+    Signal,
+)
 from components.render.autoscaling import selector
 from components.render.endpoint import endpoint_objects
 from components.render.kube import metadata
@@ -23,6 +38,11 @@ DATASOURCE = {"type": "prometheus", "uid": naming.DASHBOARD_DATASOURCE_UID}
 WINDOW = "2m"
 SERVING_ROLES = ("server", "canary", "prefill", "decode")
 """Roles whose pods run the framework's server (proxy and store master export none of its metrics)."""
+PROXY_ROLE: naming.Role = "proxy"
+ROW_ROLES = (*SERVING_ROLES, PROXY_ROLE)
+INFERENCE_JOB = "inference"
+"""The scrape job of the servers (components/platform/prometheus.py): its ``up`` series, one per
+pod it scrapes, carry the pod's ``endpoint`` and ``role``."""
 _WIDTH, _HEIGHT = 8, 7
 
 
@@ -31,7 +51,8 @@ def dashboard_name(region: str) -> str:
 
 
 def serving_workloads(manifests: Iterable[Mapping[str, Any]]) -> list[tuple[str, naming.Role]]:
-    """(series endpoint label, role) of each workload that runs a server, as its pods are labelled."""
+    """(series endpoint label, role) of each workload that runs a server or a split endpoint's
+    proxy, as its pods are labelled."""
     found = []
     for manifest in manifests:
         if manifest["kind"] in ("Deployment", "StatefulSet"):
@@ -41,7 +62,7 @@ def serving_workloads(manifests: Iterable[Mapping[str, Any]]) -> list[tuple[str,
         else:
             continue
         role = labels["app.kubernetes.io/component"]
-        if role in SERVING_ROLES:
+        if role in ROW_ROLES:
             found.append((labels["app.kubernetes.io/name"], role))
     return found
 
@@ -114,17 +135,44 @@ def role_panels(namespace: str, endpoint: str, role: naming.Role, framework: Fra
     return panels
 
 
+def proxy_panels(namespace: str, endpoint: str) -> list[dict[str, Any]]:
+    """A split endpoint's proxy row: what it received and could not serve, and its roles' pods."""
+    labels = selector(namespace, endpoint, PROXY_ROLE)
+    traffic = [
+        {"expr": f"sum(rate({PROXY_REQUESTS}{labels}[{WINDOW}]))", "legendFormat": "received"},
+        {"expr": f"sum(rate({PROXY_ANSWERED}{labels}[{WINDOW}]))", "legendFormat": "answered"},
+    ]
+    unserved = [{"expr": f"sum by (backend) (rate({PROXY_UNSERVED}{labels}[{WINDOW}]))", "legendFormat": "{{backend}}"}]
+    in_flight = [{"expr": f"sum({PROXY_IN_FLIGHT}{labels})", "legendFormat": "in flight"}]
+    roles: tuple[naming.Role, ...] = ("prefill", "decode")
+    pods = [
+        {
+            "expr": f'count(up{{job="{INFERENCE_JOB}",{selector(namespace, endpoint, role)[1:]} == 1) or vector(0)',
+            "legendFormat": role,
+        }
+        for role in roles
+    ]
+    return [
+        _panel("Requests received and answered /s", "reqps", traffic),
+        _panel("Unserved (503, no pod of the role) /s", "reqps", unserved),
+        _panel("Requests in flight", "short", in_flight),
+        _panel("Prefill and decode pods up (0: scaled to zero)", "short", pods),
+    ]
+
+
 def dashboard(region: str, rows: Iterable[tuple[str, str, naming.Role, Framework]]) -> dict[str, Any]:
     """Grafana dashboard JSON; ``rows`` are (namespace, series endpoint, role, framework)."""
     panels: list[dict[str, Any]] = []
     y = 0
     for namespace, endpoint, role, framework in rows:
+        proxy = role == PROXY_ROLE
+        title = f"{endpoint} / {role} ({namespace})" if proxy else f"{endpoint} / {role} ({framework}, {namespace})"
         panels.append(
-            {"type": "row", "title": f"{endpoint} / {role} ({framework}, {namespace})", "collapsed": False,
+            {"type": "row", "title": title, "collapsed": False,
              "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": []}
         )  # fmt: skip
         y += 1
-        row_panels = role_panels(namespace, endpoint, role, framework)
+        row_panels = proxy_panels(namespace, endpoint) if proxy else role_panels(namespace, endpoint, role, framework)
         for index, panel in enumerate(row_panels):
             x = (index % 3) * _WIDTH
             panel["gridPos"] = {"h": _HEIGHT, "w": _WIDTH, "x": x, "y": y + (index // 3) * _HEIGHT}
@@ -156,7 +204,7 @@ def dashboard_config_map(region: str, rows: Iterable[tuple[str, str, naming.Role
 
 
 def dashboard_rows(endpoints: Iterable[PlacedEndpoint]) -> list[tuple[str, str, naming.Role, Framework]]:
-    """Each serving workload of the region's endpoints (canary sets included), in endpoint order."""
+    """Each serving workload and proxy of the region's endpoints (canary sets included), in endpoint order."""
     rows = []
     for endpoint in sorted(endpoints, key=lambda placed: placed.name):
         for series_endpoint, role in serving_workloads(endpoint_objects(endpoint).values()):

@@ -13,6 +13,7 @@ import kubernetes_validate
 from ruamel.yaml import YAML
 
 from components import naming
+from components.metric_table import PROXY_ANSWERED, PROXY_IN_FLIGHT, PROXY_REQUESTS, PROXY_UNSERVED
 from components.platform.grafana import grafana_values
 from components.render.dashboard import dashboard_config_map, dashboard_rows
 from components.render.placement import placed
@@ -52,8 +53,10 @@ def test_a_row_per_serving_workload_of_the_region() -> None:
     assert rows == [
         "chat / prefill (vllm, inference)",
         "chat / decode (vllm, inference)",
+        "chat / proxy (inference)",
         "reason / prefill (vllm, inference)",  # LeaderWorkerSets: roles spanning two nodes
         "reason / decode (vllm, inference)",
+        "reason / proxy (inference)",
         "summarize / server (vllm, inference)",
         "summarize / canary (vllm, inference)",
     ]
@@ -74,6 +77,89 @@ def test_split_roles_show_kv_transfers_and_every_panel_reads_its_own_role() -> N
     for expr in queries(board):
         assert 'namespace="inference",endpoint="' in expr
         assert ',role="' in expr
+
+
+def promtool_test(tmp_path: Path, series: list[dict[str, str]], tests: list[dict[str, Any]]) -> None:
+    """``promtool test rules``: each expression evaluated by the real engine on ``series``, scraped every 15 s."""
+    document = {
+        "rule_files": [],
+        "evaluation_interval": "15s",
+        "tests": [{"interval": "15s", "input_series": series, "promql_expr_test": tests}],
+    }
+    path = tmp_path / "proxy.yaml"
+    yaml = YAML(typ="safe", pure=True)
+    yaml.width = 4096
+    with path.open("w") as out:
+        yaml.dump(document, out)
+    result = subprocess.run([promtool(), "test", "rules", str(path)], capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def proxy_row(board: dict[str, Any], endpoint: str) -> dict[str, list[str]]:
+    """The queries of each panel of ``endpoint``'s proxy row, by title."""
+    rows = [index for index, panel in enumerate(board["panels"]) if panel["type"] == "row"]
+    (start,) = [index for index in rows if board["panels"][index]["title"] == f"{endpoint} / proxy (inference)"]
+    end = next((index for index in rows if index > start), len(board["panels"]))
+    return {
+        panel["title"]: [target["expr"] for target in panel["targets"]] for panel in board["panels"][start + 1 : end]
+    }
+
+
+def series(name: str, values: str, **labels: str) -> dict[str, str]:
+    found = {"namespace": "inference", "endpoint": "chat", **labels}
+    return {"series": name + "{" + ",".join(f'{key}="{value}"' for key, value in found.items()) + "}", "values": values}
+
+
+def test_a_split_endpoints_proxy_row_shows_its_requests_unserved_by_role_and_its_roles_at_zero(
+    tmp_path: Path,
+) -> None:
+    """The proxy's series (names from components/metric_table.py, as the proxy program exports them)
+    and the ``up`` series of the inference scrape job: prefill and decode serve for five minutes,
+    then scale to zero (their targets go, their series go stale); meanwhile the proxy answers 503
+    per role. The canary set's proxy and pods (endpoint chat-canary) are never counted."""
+    _, board = prod_dashboard()
+    row = proxy_row(board, "chat")
+    assert list(row) == [
+        "Requests received and answered /s",
+        "Unserved (503, no pod of the role) /s",
+        "Requests in flight",
+        "Prefill and decode pods up (0: scaled to zero)",
+    ]
+    proxy = {"role": "proxy", "job": "proxy"}
+    input_series = [
+        *(series(PROXY_REQUESTS, "0+15x40", pod=f"chat-proxy-{index}", **proxy) for index in range(2)),
+        series(PROXY_REQUESTS, "0+150x40", pod="chat-canary-proxy-0", **{**proxy, "endpoint": "chat-canary"}),
+        series(PROXY_ANSWERED, "0+15x20 300x20", pod="chat-proxy-0", **proxy),
+        series(PROXY_UNSERVED, "0x20 0+15x20", pod="chat-proxy-0", backend="prefill", **proxy),
+        series(PROXY_UNSERVED, "0x20 0+30x20", pod="chat-proxy-0", backend="decode", **proxy),
+        series(PROXY_IN_FLIGHT, "3x40", pod="chat-proxy-0", **proxy),
+        series("up", "1x20 stale", pod="chat-prefill-0", role="prefill", job="inference"),
+        *(series("up", "1x20 stale", pod=f"chat-decode-{index}", role="decode", job="inference") for index in range(2)),
+        series("up", "1x40", pod="chat-canary-prefill-0", role="prefill", job="inference", endpoint="chat-canary"),
+        series("up", "1x40", pod="chat-proxy-0", role="prefill", job="proxy"),  # another job: not a prefill pod
+    ]
+    (received, answered), (unserved,), (in_flight,), (prefill, decode) = row.values()
+
+    def at(minute: str, expr: str, *samples: tuple[str, float]) -> dict[str, Any]:
+        return {"expr": expr, "eval_time": minute, "exp_samples": [{"labels": key, "value": v} for key, v in samples]}
+
+    promtool_test(
+        tmp_path,
+        input_series,
+        [
+            at("4m", received, ("{}", 2)),
+            at("4m", answered, ("{}", 1)),
+            at("4m", prefill, ("{}", 1)),
+            at("4m", decode, ("{}", 2)),
+            at("4m", unserved, ('{backend="decode"}', 0), ('{backend="prefill"}', 0)),
+            # Five minutes past the last scrape of the roles' pods: at zero, and the proxy says why.
+            at("9m", prefill, ("{}", 0)),
+            at("9m", decode, ("{}", 0)),
+            at("9m", answered, ("{}", 0)),
+            at("9m", unserved, ('{backend="decode"}', 2), ('{backend="prefill"}', 1)),
+            at("9m", in_flight, ("{}", 3)),
+        ],
+    )
 
 
 def test_what_a_framework_lacks_is_named_not_drawn() -> None:
