@@ -29,8 +29,8 @@ from typing import Any
 
 from components import naming
 from components.spec import Endpoint
-from fleetctl.verify.client import CheckError
-from fleetctl.verify.incluster import POLL_SECONDS, UnverifiedError
+from fleetctl.verify.client import CheckError, UnverifiedError
+from fleetctl.verify.incluster import POLL_SECONDS
 from fleetctl.verify.kube import Cluster
 from fleetctl.verify.wake import Zero
 

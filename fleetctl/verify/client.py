@@ -17,6 +17,10 @@ class CheckError(Exception):
     """A check failed; the message names what was wrong."""
 
 
+class UnverifiedError(Exception):
+    """The check cannot be made for this endpoint (not a pass); the message says why."""
+
+
 @dataclass
 class Client:
     timeout: float = 30.0

@@ -28,11 +28,10 @@ from components.spec.errors import ProblemsError
 from fleetctl.project import resolve_stack
 from fleetctl.stackfile import load_stack
 from fleetctl.verify.autoscaler import autoscaled_workloads, autoscaler_active
-from fleetctl.verify.client import CheckError, Client
+from fleetctl.verify.client import CheckError, Client, UnverifiedError
 from fleetctl.verify.global_front import global_checks
 from fleetctl.verify.incluster import (
     Target,
-    UnverifiedError,
     canary_share,
     engine_protocols,
     kv_store,
@@ -298,7 +297,16 @@ def cluster_checks(
             continue
         try:
             target = Target(
-                set_name, region, endpoint, address, model, cluster(), client, arguments.log_wait, direct=direct
+                set_name,
+                region,
+                endpoint,
+                address,
+                model,
+                cluster(),
+                client,
+                arguments.log_wait,
+                direct=direct,
+                wake_wait=arguments.wake_wait,
             )
             checks.append(Check(name, region, check, "passed", action(target)))
         except UnverifiedError as reason:

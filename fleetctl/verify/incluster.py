@@ -29,9 +29,17 @@ from components.render.proxy import PROXY_PORT
 from components.spec import Endpoint
 from fleetctl.verify import evidence
 from fleetctl.verify.canary import p_value, tolerance
-from fleetctl.verify.client import CheckError, Client
+from fleetctl.verify.client import CheckError, Client, UnverifiedError
 from fleetctl.verify.kube import Cluster, Pod
-from fleetctl.verify.schemas import TritonModel, completion_body, completion_text, request_check, vllm
+from fleetctl.verify.schemas import (
+    ScaledToZeroError,
+    TritonModel,
+    completion_answer,
+    completion_body,
+    request_check,
+    vllm,
+)
+from fleetctl.verify.wake import request_waking
 
 T = TypeVar("T")
 POLL_SECONDS = 2.0
@@ -39,10 +47,6 @@ CONCURRENT_REQUESTS = 8
 FILLER = "Mooncake moves the key-value cache from the prefill pods to the decode pods. "
 FILLER_REPEATS = 40
 """About 600 tokens: dozens of full KV blocks, so there is something to move and to store."""
-
-
-class UnverifiedError(Exception):
-    """The check cannot be made for this endpoint (not a pass); the message says why."""
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,8 @@ class Target:
     """Seconds to wait for the pods to log what a request did (vLLM and Mooncake log every 10 s)."""
     direct: bool = False
     """Requests go to the entry pod of the set named ``name`` through the pod proxy, not the route."""
+    wake_wait: float = 0.0
+    """Seconds to wait for a set scaled to zero that a direct request wakes (--wake-wait)."""
 
     @property
     def namespace(self) -> str:
@@ -117,6 +123,11 @@ def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
         try:
             for answer in sent:
                 answer.result()
+        except ScaledToZeroError as zero:
+            pool.shutdown(cancel_futures=True)
+            raise UnverifiedError(
+                f"a set behind the route is scaled to zero ({zero}): the share cannot be measured until it is awake"
+            ) from None
         except CheckError:
             pool.shutdown(cancel_futures=True)  # the first failure fails the check; send no more
             raise
@@ -268,8 +279,14 @@ def _unseen_request(target: Target) -> Callable[[], int]:
         role, port = entry(target.endpoint)
         pod = target.pods(role)[0]
         path = f"/api/v1/namespaces/{target.namespace}/pods/{pod.name}:{port}/proxy/v1/completions"
-        status, answer = target.cluster.post(path, completion_body(target.model, prompt))
-        completion_text(status, answer, f"POST /v1/completions to pod {pod.name} (the pod proxy)")
+
+        def direct(_client: Client, _address: str) -> str:
+            headers: dict[str, str] = {}
+            status, answer = target.cluster.post(path, completion_body(target.model, prompt), headers)
+            return completion_answer(status, answer, headers, f"POST /v1/completions to pod {pod.name} (the pod proxy)")
+
+        # The route may have been answered by the other set while this one's roles are at zero.
+        request_waking(direct, target.client, "", target.wake_wait)
     else:
         vllm(target.client, target.address, target.model, prompt)
     return lambda: math.ceil(time.monotonic() - started) + 1

@@ -42,13 +42,15 @@ class Cluster:
             raise CheckError(f"Kubernetes API GET {path}: HTTP {status} {_status_message(body)}".rstrip())
         return body
 
-    def post(self, path: str, body: Any) -> tuple[int, Any]:
-        """(status, decoded JSON or None) of a JSON POST, e.g. through the pod proxy to a pod's server."""
+    def post(self, path: str, body: Any, answer: dict[str, str] | None = None) -> tuple[int, Any]:
+        """(status, decoded JSON or None) of a JSON POST, e.g. through the pod proxy to a pod's server;
+        the response's headers into ``answer`` when given."""
         url = self.server.rstrip("/") + path
         headers = {"Content-Type": "application/json"}
         if self.token:
             headers["Authorization"] = f"Bearer {self.token}"
-        status, raw = self.client.fetch("POST", url, json.dumps(body).encode(), headers, context=self.context)
+        data = json.dumps(body).encode()
+        status, raw = self.client.fetch("POST", url, data, headers, context=self.context, answer=answer)
         try:
             return status, json.loads(raw) if raw else None
         except ValueError:

@@ -85,10 +85,16 @@ def _ok(status: int, body: Any, what: str) -> Any:
 def vllm(client: Client, address: str, model: str | None, prompt: str = PROMPT) -> str:
     """A completion naming the served model, as clients do (the bundled split-endpoint proxy serves no /v1/models)."""
     status, answer, headers = client.exchange("POST", f"{address}/v1/completions", completion_body(model, prompt))
+    return completion_answer(status, answer, headers, "POST /v1/completions")
+
+
+def completion_answer(status: int, answer: Any, headers: Mapping[str, str], what: str) -> str:
+    """The generated text of a completion's answer; ScaledToZeroError when a split endpoint's proxy
+    answered that its roles are at zero, CheckError when the answer is not a completion."""
     if status == 503 and _error_type(answer) == SCALED_TO_ZERO:
         message = str(answer["error"].get("message") or "scaled to zero")
-        raise ScaledToZeroError(f"POST /v1/completions: HTTP 503 {message}", retry_after(headers, time.time()))
-    return completion_text(status, answer, "POST /v1/completions")
+        raise ScaledToZeroError(f"{what}: HTTP 503 {message}", retry_after(headers, time.time()))
+    return completion_text(status, answer, what)
 
 
 def _error_type(answer: Any) -> Any:

@@ -13,8 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
-from fleetctl.verify.client import CheckError, Client
-from fleetctl.verify.incluster import UnverifiedError
+from fleetctl.verify.client import CheckError, Client, UnverifiedError
 from fleetctl.verify.schemas import ScaledToZeroError
 
 DEFAULT_RETRY_SECONDS = 10.0

@@ -18,8 +18,7 @@ import pytest
 
 from components.render.mooncake import mooncake_objects
 from fleetctl.verify.autoscaler import PROMETHEUS_QUERY, WAKE_TRIGGER, autoscaler_active
-from fleetctl.verify.client import CheckError, Client
-from fleetctl.verify.incluster import UnverifiedError
+from fleetctl.verify.client import CheckError, Client, UnverifiedError
 from fleetctl.verify.wake import Zero
 
 from .stack_builders import placed_endpoint, with_mooncake

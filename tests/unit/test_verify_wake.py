@@ -11,9 +11,14 @@ from typing import Any
 
 import pytest
 
+from components.spec import Endpoint
 from fleetctl.verify.client import CheckError, Client
+from fleetctl.verify.incluster import Target, _unseen_request
+from fleetctl.verify.kube import Pod
 from fleetctl.verify.schemas import ScaledToZeroError, retry_after, vllm
 from fleetctl.verify.wake import NotWaitedError, request_waking
+
+from .stack_builders import placed_endpoint, with_mooncake
 
 AT_ZERO = {
     "error": {
@@ -115,3 +120,56 @@ def test_a_pause_is_not_counted_in_the_deadline() -> None:
     assert client.left() > 0
     with pytest.raises(CheckError, match="the deadline of 2 s passed"):
         Client(deadline=2, _start=client._start).left()
+
+
+class PodProxy:
+    """The API server's pod proxy to a proxy pod of a set at zero for its first ``asleep`` posts."""
+
+    def __init__(self, asleep: int, client: Client) -> None:
+        self.asleep, self.client = asleep, client
+        self.posted: list[str] = []
+
+    def running_pods(self, namespace: str, labels: dict[str, str]) -> list[Pod]:
+        return [Pod(f"{labels['app.kubernetes.io/name']}-proxy-0", ("proxy",))]
+
+    def post(self, path: str, body: Any, answer: dict[str, str] | None = None) -> tuple[int, Any]:
+        self.posted.append(path)
+        if self.asleep:
+            self.asleep -= 1
+            if answer is not None:
+                answer["retry-after"] = "30"
+            return 503, AT_ZERO
+        return 200, ANSWER
+
+
+def direct_target(asleep: int, wake_wait: float) -> tuple[Target, PodProxy, Proxy]:
+    client = Proxy(0, {})
+    cluster = PodProxy(asleep, client)
+    endpoint: Endpoint = placed_endpoint(
+        with_mooncake({"canary": {"image": "vllm/vllm-openai:v0.33.0", "weight": 10}})
+    ).spec
+    target = Target(
+        "chat",
+        "us-east-1",
+        endpoint,
+        "http://route",
+        "qwen3-8b",
+        cluster,  # type: ignore[arg-type]
+        client,
+        0.0,
+        True,
+        wake_wait,
+    )
+    return target, cluster, client
+
+
+def test_a_set_at_zero_that_a_direct_request_wakes_is_waited_for_too() -> None:
+    """With a canary set the route may answer from the awake set: each set's KV checks post to its
+    own proxy pod, which wakes its roles and is asked again after its Retry-After."""
+    target, cluster, client = direct_target(2, wake_wait=900)
+    _unseen_request(target)
+    assert cluster.posted == ["/api/v1/namespaces/inference/pods/chat-proxy-0:8000/proxy/v1/completions"] * 3
+    assert client.paused == [30.0, 30.0]
+    target, cluster, client = direct_target(1, wake_wait=0)
+    with pytest.raises(NotWaitedError):
+        _unseen_request(target)
