@@ -12,7 +12,11 @@ through the pod proxy to a proxy or server pod goes to that pod's set only; prox
 answers they relayed in their /health, as the real proxy program does. Split endpoints scaled to
 zero (cases ``zero-*``) have a route that answers as their proxy does while the roles are at zero
 (503, ``Retry-After``, error type ``scaled_to_zero``; /health 200 naming the roles) for their first
-:data:`ASLEEP_REQUESTS` completions, and like ``pd-good`` once awake.
+:data:`ASLEEP_REQUESTS` completions, and like ``pd-good`` once awake. Their ScaledObjects are the
+ones the program renders for the stack file, with the status KEDA writes; their HPAs report
+ScalingDisabled while the roles are at zero and a current value per metric once awake; the
+region's Prometheus (through the service proxy) finds the proxy's series for the wake query (1
+once a request was counted) and the roles' series only once they are awake.
 """
 
 from __future__ import annotations
@@ -31,10 +35,15 @@ import time
 import urllib.parse
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
+from components.render.mooncake import mooncake_objects
+from components.render.placement import placed
+from fleetctl.stackfile import load_stack
+from fleetctl.verify.autoscaler import PROMETHEUS_QUERY
 from fleetctl.verify.command import main as verify
 from tests.e2e.store_driver import HOST_ADDRESS, private_network
 from tests.e2e.verify_driver import reply, unknown_model
@@ -126,8 +135,12 @@ class Pod:
 
 
 class Cluster:
-    def __init__(self, cases: list[str], engine_log: str) -> None:
+    def __init__(self, cases: list[str], engine_log: str, stack_file: str = "") -> None:
         self.pods: dict[str, Pod] = {}
+        self.scaled_objects: dict[str, tuple[str, dict[str, Any]]] = {}
+        """Each at-zero case's ScaledObjects as rendered, by name, with the case they belong to."""
+        self.counted: dict[str, int] = {}
+        """Completions each at-zero case's proxy counted."""
         self.asleep: dict[str, int] = {}
         """Completions each case at zero answers 503 before its roles serve."""
         self.random = random.Random(20261129)
@@ -157,6 +170,7 @@ class Cluster:
                 for role, name in (("prefill", f"{case}-prefill-0"), ("decode", f"{case}-decode-7b9c4-0")):
                     self.add(case, role, name).log("server", RDMA_FOUND)
                 self.asleep[case] = ASLEEP_REQUESTS[case]
+                self.counted[case] = 0
             elif case.startswith("rdma-group"):
                 # Roles spanning two nodes: LeaderWorkerSet leaders <name>-<role>-0, workers <name>-<role>-0-1,
                 # with the role's labels; the decode group's worker fell back to TCP.
@@ -167,6 +181,66 @@ class Cluster:
             else:
                 for role, name in (("prefill", f"{case}-prefill-0"), ("decode", f"{case}-decode-7b9c4-0")):
                     self.add(case, role, name).log("server", engine_log if case == "rdma-fallback" else RDMA_FOUND)
+        if stack_file:
+            _, spec = load_stack(Path(stack_file))
+            for placement in spec.placements:
+                if placement.endpoint in self.asleep:
+                    for manifest in mooncake_objects(placed(spec, placement), None).values():
+                        if manifest["kind"] == "ScaledObject":
+                            self.scaled_objects[manifest["metadata"]["name"]] = (placement.endpoint, manifest)
+
+    def scaled_object(self, name: str) -> dict[str, Any] | None:
+        """A ScaledObject with the status KEDA v2.20.2 writes (one External metric per prometheus trigger)."""
+        if name not in self.scaled_objects:
+            return None
+        case, manifest = self.scaled_objects[name]
+        triggers = manifest["spec"]["triggers"]
+        active, reason = ("False", "ScalerNotActive") if self.asleep[case] else ("True", "ScalerActive")
+        status = {
+            "hpaName": name,
+            "externalMetricNames": [f"s{i}-prometheus" for i, t in enumerate(triggers) if t["type"] == "prometheus"],
+            "resourceMetricNames": [t["type"] for t in triggers if t["type"] != "prometheus"],
+            "conditions": [
+                {"type": "Ready", "status": "True", "reason": "ScaledObjectReady"},
+                {"type": "Active", "status": active, "reason": reason},
+            ],
+        }
+        return {**manifest, "status": status}
+
+    def hpa(self, name: str) -> dict[str, Any] | None:
+        """The HPA KEDA made: ScalingDisabled at zero (kubernetes horizontal.go), else a value per metric."""
+        scaled = self.scaled_object(name)
+        if scaled is None:
+            return None
+        case, _ = self.scaled_objects[name]
+        if self.asleep[case]:
+            status: dict[str, Any] = {
+                "desiredReplicas": 0,
+                "conditions": [
+                    {"type": "ScalingActive", "status": "False", "reason": "ScalingDisabled",
+                     "message": "scaling is disabled since the replica count of the target is zero"},
+                ],
+            }  # fmt: skip
+        else:
+            current = [
+                {"type": "External", "external": {"metric": {"name": metric}, "current": {"averageValue": "0"}}}
+                for metric in scaled["status"]["externalMetricNames"]
+            ]
+            conditions = [{"type": "ScalingActive", "status": "True", "reason": "ValidMetricFound"}]
+            status = {"currentReplicas": 1, "desiredReplicas": 1, "currentMetrics": current, "conditions": conditions}
+        return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": name},
+                "status": status}  # fmt: skip
+
+    def prometheus(self, query: str) -> dict[str, Any]:
+        """The wake query finds the proxy's series (1 once it counted a request); a role's own
+        series exist only while it is awake."""
+        result: list[dict[str, Any]] = []
+        for case in self.counted:
+            if f'endpoint="{case}",role="proxy"' in query:
+                result = [{"metric": {}, "value": [time.time(), "1" if self.counted[case] else "0"]}]
+            elif f'endpoint="{case}"' in query and not self.asleep[case]:
+                result = [{"metric": {}, "value": [time.time(), "0"]}]
+        return {"status": "success", "data": {"resultType": "vector", "result": result}}
 
     def add(self, case: str, role: str, name: str, **options: Any) -> Pod:
         labels = {"app.kubernetes.io/name": case, "app.kubernetes.io/component": role}
@@ -279,6 +353,22 @@ class Api(BaseHTTPRequestHandler):
             else:
                 body = {"prefill": {"10.0.1.7": {"0": "engine-a"}}, "decode": True, "answered": pod.answered}
                 reply(self, 200, json.dumps(body).encode())
+        elif match := re.fullmatch(rf"/apis/keda.sh/v1alpha1/namespaces/{NAMESPACE}/scaledobjects/([^/]+)", url.path):
+            found = self.cluster.scaled_object(match.group(1))
+            if found is None:
+                self.status(404, "not found")
+            else:
+                reply(self, 200, json.dumps(found).encode())
+        elif match := re.fullmatch(
+            rf"/apis/autoscaling/v2/namespaces/{NAMESPACE}/horizontalpodautoscalers/([^/]+)", url.path
+        ):
+            found = self.cluster.hpa(match.group(1))
+            if found is None:
+                self.status(404, "not found")
+            else:
+                reply(self, 200, json.dumps(found).encode())
+        elif url.path == PROMETHEUS_QUERY:
+            reply(self, 200, json.dumps(self.cluster.prometheus(query["query"])).encode())
         elif match := re.fullmatch(rf"/api/v1/namespaces/{NAMESPACE}/pods/([^/]+)/log", url.path):
             pod = pods.get(match.group(1))
             if pod is None or query.get("container") not in pod.containers:
@@ -332,6 +422,7 @@ class Route(BaseHTTPRequestHandler):
             self.answer(error, status=404)
         elif self.cluster.asleep.get(case, 0) > 0:
             self.cluster.asleep[case] -= 1
+            self.cluster.counted[case] += 1
             message = "prefill and decode scaled to zero: this request wakes them; retry in a few minutes"
             body = json.dumps({"error": {"message": message, "type": "scaled_to_zero", "code": 503}}).encode()
             self.send_response(503)
@@ -376,7 +467,7 @@ def api_server() -> ThreadingHTTPServer:
 def main() -> None:
     stack_file, outputs, cases, *extra = sys.argv[1:]
     servers = [api_server(), ThreadingHTTPServer(("127.0.0.1", 8080), Route)]
-    cluster = Cluster(cases.split(","), real_engine_log())
+    cluster = Cluster(cases.split(","), real_engine_log(), stack_file)
     Api.cluster = Route.cluster = cluster
     for server in servers:
         threading.Thread(target=server.serve_forever, daemon=True).start()

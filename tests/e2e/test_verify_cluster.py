@@ -26,6 +26,11 @@ TGI = "ghcr.io/huggingface/text-generation-inference:3.3.6"
 TRITON = "nvcr.io/nvidia/tritonserver:25.10-py3"
 VLLM = "vllm/vllm-openai:v0.33.0"
 TCP = {"transfer": {"protocol": "tcp"}}
+AT_ZERO = {
+    "enabled": True,
+    "prefill": {"min_replicas": 0, "max_replicas": 2, "metrics": ["queue:4"]},
+    "decode": {"min_replicas": 0, "max_replicas": 2, "metrics": ["running:32"]},
+}
 ENDPOINTS: dict[str, dict[str, Any]] = {
     "canary-good": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
     "canary-skewed": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
@@ -55,8 +60,8 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
     "pdc-good": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
     "pdc-skewed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
     "pdc-crossed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
-    "zero-wakes": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
-    "zero-asleep": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
+    "zero-wakes": mooncake_endpoint({"node_group": "gpu", "mooncake": {**TCP, "autoscaling": AT_ZERO}}),
+    "zero-asleep": mooncake_endpoint({"node_group": "gpu", "mooncake": {**TCP, "autoscaling": AT_ZERO}}),
     "storec-good": mooncake_endpoint(
         {
             "node_group": "gpu",
@@ -278,6 +283,9 @@ def test_an_endpoint_at_zero_is_waited_for_and_its_checks_run_once_it_woke(at_ze
     assert request["status"] == "passed", request
     assert re.fullmatch(r" Paris\. \(woke from zero \d+ s after the first request, asked 4 times\)", request["detail"])
     assert check(at_zero, "zero-wakes", "kv transfer")["status"] == "passed"
+    autoscaler = check(at_zero, "zero-wakes", "autoscaler active")
+    assert autoscaler["status"] == "passed", autoscaler  # awake: every trigger read, every query finds series
+    assert autoscaler["detail"].startswith("zero-wakes-prefill: queue=0 per replica, wake=0 per replica; ")
 
 
 def test_an_endpoint_that_does_not_wake_within_the_wait_fails_and_its_other_checks_are_unverified(
@@ -296,6 +304,12 @@ def test_an_endpoint_that_does_not_wake_within_the_wait_fails_and_its_other_chec
         "status": "unverified",
         "detail": "scaled to zero and not awake within --wake-wait 4 s: no request was served to check",
     }
+    autoscaler = check(at_zero, "zero-asleep", "autoscaler active")
+    assert (autoscaler["status"], autoscaler["detail"]) == (
+        "failed",
+        "ScaledObject zero-asleep-prefill is still at zero though this run's requests should have woken it "
+        "(scaled to zero and not awake within --wake-wait 4 s; its wake trigger reads 1)",
+    )
     assert at_zero["code"] == 1
 
 
@@ -312,5 +326,11 @@ def test_with_wake_wait_0_the_request_that_woke_it_is_reported_unverified(tmp_pa
     assert (transfer["status"], transfer["detail"]) == (
         "unverified",
         "scaled to zero, not waited for (--wake-wait 0): no request was served to check",
+    )
+    autoscaler = check(found, "zero-wakes", "autoscaler active")
+    assert (autoscaler["status"], autoscaler["detail"]) == (
+        "passed",
+        "zero-wakes-prefill: at zero, waiting for its wake trigger (wake=1); "
+        "zero-wakes-decode: at zero, waiting for its wake trigger (wake=1)",
     )
     assert found["code"] == 1
