@@ -17,6 +17,10 @@ Their shapes come from vLLM 0.33.0 (vllm/distributed/kv_transfer/kv_connector/v1
   engine, then pulls the transfer from that engine's worker; under the default
   ``kv_load_failure_policy`` "fail" a failed load is an error (vLLM: 500 Internal server error).
 
+A streamed decode whose prompt is ``HOLD_PROMPT`` sends its first event, then holds the stream
+open (an SSE comment every 100 ms, up to ``HOLD_SECONDS``) until the proxy goes away: a long
+generation whose client leaves mid-stream.
+
 Standard library only, so the proxy is tested against another HTTP implementation than its own.
 """
 
@@ -27,6 +31,7 @@ import json
 import os
 import signal
 import threading
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -35,6 +40,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
+HOLD_PROMPT = "hold the stream"
+HOLD_SECONDS = 30.0
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -199,8 +206,23 @@ class Decode(VllmServer):
         for event in events:
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
             self.wfile.flush()
+            if body.get("prompt") == HOLD_PROMPT:
+                self.hold()
+                return
         self.wfile.write(b"data: [DONE]\n\n")
         self.close_connection = True
+
+    def hold(self) -> None:
+        """Keeps the stream open until the reader is gone (a write fails) or HOLD_SECONDS pass."""
+        deadline = time.monotonic() + HOLD_SECONDS
+        self.close_connection = True
+        try:
+            while time.monotonic() < deadline:
+                time.sleep(0.1)
+                self.wfile.write(b": hold\n\n")
+                self.wfile.flush()
+        except OSError:
+            pass
 
 
 def serve(server: ThreadingHTTPServer) -> None:
@@ -225,8 +247,11 @@ def main() -> None:
         signal.signal(signal.SIGUSR1, prefill.restart_in_place)
     serve(ThreadingHTTPServer((arguments.host, arguments.port), handler))
     print("serving", flush=True)
-    while True:  # until SIGTERM's default action ends the process
-        signal.pause()
+    # Until SIGTERM's default action ends the process. Not signal.pause(): the kernel may hand SIGUSR1 to
+    # a server thread, which leaves the main thread paused and the Python handler never run; a short
+    # sleep lets the main thread run it within 50 ms wherever the signal landed.
+    while True:
+        time.sleep(0.05)
 
 
 if __name__ == "__main__":
