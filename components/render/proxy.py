@@ -8,7 +8,9 @@ prefill pods through the headless prefill Service's DNS name, so a fixed topolog
 autoscaled prefill role render alike and a topology change leaves the proxy alone; it reads
 each pod's engine ids again every few seconds, so a prefill restart or roll never leaves it
 stale, and its ``/health`` (readiness and the load balancer's check) is 200 only while a
-prefill engine and the decode Service answer. The vLLM image's own example proxy reads the
+prefill engine and the decode Service answer (or while only roles its autoscaler may take to zero
+are missing: then it answers requests 503 with Retry-After, and counts them on ``/metrics``, port
+8090, for the autoscaler to wake them). The vLLM image's own example proxy reads the
 engine ids once at start (and waits for every listed pod before serving), so it is not used.
 """
 
@@ -24,10 +26,12 @@ from components.render.kube import metadata
 from components.render.mooncake_env import ADMIN_KEY_IN_SECRET
 from components.render.mooncake_roles import mooncake_of
 from components.render.placement import PlacedEndpoint
-from components.render.pods import PORT_NAME, base_pod_spec, locked_down, tmp_mount, tmp_volume
+from components.render.pods import METRICS_PORT_NAME, PORT_NAME, base_pod_spec, locked_down, tmp_mount, tmp_volume
 from components.render.route import IDLE_TIMEOUT_SECONDS
 
 PROXY_PORT = 8000
+PROXY_METRICS_PORT = 8090
+"""Where the proxy serves /metrics (its container port ``metrics``): what wakes a role at zero."""
 PROXY_HEALTH_PATH = "/health"
 """200 while the proxy reaches a prefill engine and the decode Service, 503 otherwise."""
 PROXY_REPLICAS = 2
@@ -68,6 +72,16 @@ def program_config_map(endpoint: PlacedEndpoint) -> dict[str, Any]:
     }
 
 
+def scaled_to_zero_roles(endpoint: PlacedEndpoint) -> list[str]:
+    """The roles whose autoscaler may take them to no pod (``min_replicas: 0``): the proxy stays ready
+    and answers 503 with Retry-After while only these are missing (docs/mooncake-proxy.md)."""
+    scaling = mooncake_of(endpoint).autoscaling
+    if not scaling.enabled:
+        return []
+    blocks = {"prefill": scaling.prefill, "decode": scaling.decode}
+    return [role for role, block in blocks.items() if block is not None and block.min_replicas == 0]
+
+
 def proxy_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
     mooncake = mooncake_of(endpoint)
     assert mooncake.proxy is not None
@@ -89,7 +103,11 @@ def proxy_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
         # Longer than the load balancer's idle timeout, so it never reuses a connection we closed.
         "--keepalive-seconds",
         str(IDLE_TIMEOUT_SECONDS + 30),
+        "--metrics-port",
+        str(PROXY_METRICS_PORT),
     ]
+    for role in scaled_to_zero_roles(endpoint):
+        args += ["--scale-to-zero", role]
     container: dict[str, Any] = {
         "name": "proxy",
         "image": mooncake.proxy.image,
@@ -111,7 +129,10 @@ def proxy_deployment(endpoint: PlacedEndpoint) -> dict[str, Any]:
     amounts = {"cpu": "1", "memory": "1Gi"}
     container.update(
         {
-            "ports": [{"name": PORT_NAME, "containerPort": PROXY_PORT, "protocol": "TCP"}],
+            "ports": [
+                {"name": PORT_NAME, "containerPort": PROXY_PORT, "protocol": "TCP"},
+                {"name": METRICS_PORT_NAME, "containerPort": PROXY_METRICS_PORT, "protocol": "TCP"},
+            ],
             "resources": {"requests": dict(amounts), "limits": dict(amounts)},
             # Ready while it can serve; alive while it listens (a peer's outage must not restart it).
             "readinessProbe": {

@@ -20,6 +20,19 @@ after a prefill or decode fails. ``/health`` is 200 only while at least one pref
 and the decode Service answer, so Kubernetes and the load balancer take a proxy that
 cannot serve out of rotation. Its body also says how many requests decode has answered through
 this process (``answered``), which ``fleetctl verify`` reads to measure a canary set's share.
+
+Scale to zero (docs/mooncake-proxy.md): the roles named by ``--scale-to-zero`` may have no pod
+at all, their autoscaler waking them on the requests this proxy counts. While every missing
+role is one of them, ``/health`` stays 200 (the proxy must stay in rotation to see the demand)
+and names them under ``scaled_to_zero``, and a completion request is answered at once with 503,
+``Retry-After`` and the error type ``scaled_to_zero``. A missing role not named there leaves
+``/health`` at 503 and the requests with the 503s above.
+
+With ``--metrics-port``, ``GET /metrics`` on that port serves the Prometheus text exposition
+(format 0.0.4, written here: no client library) of four series, every one present from start:
+the completion requests received (on arrival, whatever their answer), those answered 503
+because a role had no serving pod (per ``backend``), the decode answers relayed (``answered``)
+and the requests in flight.
 """
 
 from __future__ import annotations
@@ -33,7 +46,7 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import aiohttp
@@ -49,6 +62,17 @@ KEEPALIVE_TO_PEERS_SECONDS = 3.0
 MAX_BODY_BYTES = 100 * 2**20
 """Long prompts and inline images exceed aiohttp's default limit of 1 MiB."""
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
+ROLES = ("prefill", "decode")
+SCALED_TO_ZERO = "scaled_to_zero"
+"""The error type of a request answered while its roles are at zero, and /health's key naming them."""
+
+REQUESTS = "inference_fleet_proxy_requests_total"
+UNSERVED = "inference_fleet_proxy_unserved_requests_total"
+ANSWERED = "inference_fleet_proxy_answered_total"
+IN_FLIGHT = "inference_fleet_proxy_requests_in_flight"
+"""The series of /metrics (components/metric_table.py holds the same names for the rendering; a test
+holds them equal: this program runs alone in its pod and imports nothing of ours)."""
+EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 @dataclass(frozen=True)
@@ -84,6 +108,55 @@ def error(status: int, message: str) -> web.Response:
     return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status)
 
 
+def scaled_to_zero(missing: Sequence[str], retry_after_seconds: int) -> web.Response:
+    """The answer while ``missing`` (roles of --scale-to-zero) have no pod: this request wakes them."""
+    roles = " and ".join(missing)
+    woken = "them" if len(missing) > 1 else "it"
+    message = f"{roles} scaled to zero: this request wakes {woken}; retry in a few minutes"
+    return web.json_response(
+        {"error": {"message": message, "type": SCALED_TO_ZERO, "code": 503}},
+        status=503,
+        headers={"Retry-After": str(retry_after_seconds)},
+    )
+
+
+@dataclass
+class Counts:
+    """What /metrics exports, since this process started."""
+
+    requests: int = 0
+    """Completion requests received, counted on arrival whatever their answer."""
+    answered: int = 0
+    """Requests whose decode answer this process relayed."""
+    in_flight: int = 0
+    unserved: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROLES, 0))
+    """Per role: requests answered 503 because it had no serving pod."""
+
+    def unserved_by(self, roles: Sequence[str]) -> None:
+        for role in roles:
+            self.unserved[role] += 1
+
+
+def exposition(counts: Counts) -> str:
+    """The Prometheus text exposition format 0.0.4 of ``counts``: every series, zeros included."""
+    families: list[tuple[str, str, str, list[tuple[str, int]]]] = [
+        (REQUESTS, "counter", "Completion requests received, whatever their answer.", [("", counts.requests)]),
+        (
+            UNSERVED,
+            "counter",
+            "Completion requests answered 503 because the backend role had no serving pod.",
+            [(f'{{backend="{role}"}}', counts.unserved[role]) for role in ROLES],
+        ),
+        (ANSWERED, "counter", "Decode answers relayed to clients.", [("", counts.answered)]),
+        (IN_FLIGHT, "gauge", "Completion requests being answered.", [("", counts.in_flight)]),
+    ]
+    lines = []
+    for name, kind, meaning, samples in families:
+        lines += [f"# HELP {name} {meaning}", f"# TYPE {name} {kind}"]
+        lines += [f"{name}{labels} {value}" for labels, value in samples]
+    return "\n".join(lines) + "\n"
+
+
 class Peers:
     """What the proxy knows of its peers: the usable prefill engines per pod, and whether
     the decode Service answers. Only the refresh loop replaces it; a failed request takes
@@ -94,6 +167,8 @@ class Peers:
         self.session = session
         self.engines: dict[str, list[Engine]] = {}
         self.decode_up = False
+        self.known = False
+        """Whether a refresh has completed: before it, no role is known to be missing."""
         self.turn = itertools.count()
         self.wake = asyncio.Event()
         self.probes = asyncio.Semaphore(CONCURRENT_PROBES)
@@ -107,6 +182,11 @@ class Peers:
     @property
     def ready(self) -> bool:
         return bool(self.engines) and self.decode_up
+
+    def missing(self) -> list[str]:
+        """The roles with no serving pod: prefill without an engine, decode while its Service does not answer."""
+        up = {"prefill": bool(self.engines), "decode": self.decode_up}
+        return [role for role in ROLES if not up[role]]
 
     def state(self) -> dict[str, Any]:
         return {
@@ -154,6 +234,7 @@ class Peers:
                 ids = [engine.engine_id for engine in engines.get(host, [])]
                 LOG.info("prefill %s: %s", host, f"engines {ids}" if ids else "out of rotation")
         self.engines = engines
+        self.known = True
 
     async def run(self) -> None:
         while True:
@@ -195,8 +276,9 @@ class Proxy:
         self.peers = peers
         self.session = session
         self.key = os.environ.get("VLLM_API_KEY")
-        self.answered = 0
-        """Requests whose decode answer this process relayed, since it started."""
+        self.scale_to_zero = frozenset(arguments.scale_to_zero)
+        self.retry_after_seconds: int = arguments.retry_after_seconds
+        self.counts = Counts()
 
     def headers(self, request_id: str) -> dict[str, str]:
         headers = {"X-Request-Id": request_id}
@@ -204,17 +286,42 @@ class Proxy:
             headers["Authorization"] = f"Bearer {self.key}"
         return headers
 
+    def at_zero(self) -> list[str]:
+        """The missing roles, when every one of them may be at zero (else none: the proxy cannot serve)."""
+        missing = self.peers.missing()
+        if self.peers.known and self.scale_to_zero.issuperset(missing):
+            return missing
+        return []
+
     async def health(self, request: web.Request) -> web.Response:
-        state = {**self.peers.state(), "answered": self.answered}
-        return web.json_response(state, status=200 if self.peers.ready else 503)
+        state: dict[str, Any] = {**self.peers.state(), "answered": self.counts.answered}
+        at_zero = self.at_zero()
+        if self.scale_to_zero:
+            state[SCALED_TO_ZERO] = at_zero
+        return web.json_response(state, status=200 if self.peers.ready or at_zero else 503)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        # Content-Type set whole: aiohttp's content_type argument would not take the version parameter.
+        return web.Response(text=exposition(self.counts), headers={"Content-Type": EXPOSITION_TYPE})
 
     async def completions(self, request: web.Request) -> web.StreamResponse:
+        self.counts.requests += 1
+        self.counts.in_flight += 1
+        try:  # whatever ends the request: an answer, an error, the client gone (cancelled)
+            return await self.complete(request)
+        finally:
+            self.counts.in_flight -= 1
+
+    async def complete(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await request.json()
         except ValueError:
             body = None
         if not isinstance(body, dict):
             return error(400, "the request body must be a JSON object")
+        if at_zero := self.at_zero():
+            self.counts.unserved_by(at_zero)
+            return scaled_to_zero(at_zero, self.retry_after_seconds)
         retried = False
         while True:
             request_id = uuid.uuid4().hex
@@ -240,6 +347,7 @@ class Proxy:
             except (TimeoutError, aiohttp.ClientError) as failure:
                 self.peers.decode_up = False
                 self.peers.wake.set()
+                self.counts.unserved_by(["decode"])
                 return error(503, f"decode is unreachable: {failure}")
             if answer.status >= 500 and not retried and not await self.peers.still_current(engine):
                 # The prefill pod restarted since the last refresh, so decode found no engine
@@ -248,7 +356,7 @@ class Proxy:
                 retried = True
                 LOG.warning("prefill %s restarted under request %s: prefilling again", engine.host, request_id)
                 continue
-            self.answered += 1
+            self.counts.answered += 1
             return await self.relay(request, answer)
 
     async def prefill(self, path: str, body: dict[str, Any], request_id: str) -> Engine | web.Response:
@@ -283,6 +391,7 @@ class Proxy:
                 reason = str(failure) or type(failure).__name__
             LOG.warning("prefill %s failed (%s): taken out of rotation", engine.host, reason)
             self.peers.suspect(engine.host)
+        self.counts.unserved_by(["prefill"] if self.peers.decode_up else ["prefill", "decode"])
         return error(503, "no prefill instance is available")
 
     async def relay(self, request: web.Request, answer: aiohttp.ClientResponse) -> web.StreamResponse:
@@ -311,7 +420,10 @@ def application(arguments: argparse.Namespace) -> web.Application:
         peers = Peers(arguments, session)
         app[PROXY] = Proxy(arguments, peers, session)
         refresh = asyncio.create_task(peers.run())
+        metrics = await metrics_site(arguments, app[PROXY]) if arguments.metrics_port is not None else None
         yield
+        if metrics is not None:
+            await metrics.cleanup()
         refresh.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await refresh
@@ -330,6 +442,27 @@ def application(arguments: argparse.Namespace) -> web.Application:
     return app
 
 
+async def metrics_site(arguments: argparse.Namespace, proxy: Proxy) -> web.AppRunner:
+    """``GET /metrics`` on its own port, so the serving port (open to the load balancer) serves none."""
+
+    async def metrics(request: web.Request) -> web.Response:
+        return await proxy.metrics(request)
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, arguments.host, arguments.metrics_port).start()
+    return runner
+
+
+def seconds(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
 def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--host", default="0.0.0.0")
@@ -341,6 +474,19 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--refresh-seconds", type=float, default=2.0)
     parser.add_argument(
         "--keepalive-seconds", type=float, default=75.0, help="idle client connections are kept this long"
+    )
+    parser.add_argument("--metrics-port", type=int, help="serve GET /metrics (Prometheus text format) on this port")
+    parser.add_argument(
+        "--scale-to-zero",
+        action="append",
+        choices=ROLES,
+        default=[],
+        metavar="ROLE",
+        help="a role (prefill or decode) that may have no pod: while only such roles are missing, /health stays 200 "
+        "and requests get 503 with Retry-After (repeatable)",
+    )
+    parser.add_argument(
+        "--retry-after-seconds", type=seconds, default=30, help="the Retry-After of requests answered at zero"
     )
     arguments = parser.parse_args(argv)
     arguments.decode = arguments.decode.rstrip("/")

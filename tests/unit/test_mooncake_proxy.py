@@ -5,18 +5,23 @@ tests/e2e/test_mooncake_proxy.py."""
 from __future__ import annotations
 
 import ast
+import dataclasses
 import hashlib
+import json
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
+from components.metric_table import PROXY_ANSWERED, PROXY_IN_FLIGHT, PROXY_REQUESTS, PROXY_UNSERVED
 from components.render import proxy, proxy_program
 from components.render.mooncake import mooncake_objects
 from components.render.placement import PlacedEndpoint
 from components.render.pods import NON_ROOT_ID
-from components.render.proxy_program import Engine, engines_of, parse_arguments, url_host
+from components.render.proxy_program import Counts, Engine, engines_of, exposition, parse_arguments, url_host
+from components.spec.autoscaling import RoleAutoscaling
 from tests.unit.stack_builders import mooncake_endpoint, placed_endpoint, stack_config
 
 ENGINE = "5f2b7c1e-9a53-4c1b-8d1f-2a0e6b3c4d5e"
@@ -147,3 +152,112 @@ def test_the_admin_key_goes_to_the_proxy_as_the_servers_read_it() -> None:
     ref = {"secretKeyRef": {"name": "chat-admin", "key": "ADMIN_API_KEY"}}
     assert container["env"] == [{"name": "VLLM_API_KEY", "valueFrom": ref}]
     assert "env" not in proxy_pod(split())["spec"]["containers"][0]
+
+
+def test_the_programs_series_are_the_names_the_rendering_uses() -> None:
+    """The program runs alone in its pod and cannot import components.metric_table."""
+    assert (proxy_program.REQUESTS, proxy_program.UNSERVED) == (PROXY_REQUESTS, PROXY_UNSERVED)
+    assert (proxy_program.ANSWERED, proxy_program.IN_FLIGHT) == (PROXY_ANSWERED, PROXY_IN_FLIGHT)
+
+
+def test_the_exposition_is_prometheus_text_with_every_series_from_start() -> None:
+    families = {family.name: family for family in text_string_to_metric_families(exposition(Counts()))}
+    # The parser names a counter's family without _total, as OpenMetrics does; its samples keep it.
+    assert {name: family.type for name, family in families.items()} == {
+        PROXY_REQUESTS.removesuffix("_total"): "counter",
+        PROXY_UNSERVED.removesuffix("_total"): "counter",
+        PROXY_ANSWERED.removesuffix("_total"): "counter",
+        PROXY_IN_FLIGHT: "gauge",
+    }
+    values = {(s.name, tuple(s.labels.items())): s.value for f in families.values() for s in f.samples}
+    assert values == {
+        (PROXY_REQUESTS, ()): 0,
+        (PROXY_UNSERVED, (("backend", "prefill"),)): 0,
+        (PROXY_UNSERVED, (("backend", "decode"),)): 0,
+        (PROXY_ANSWERED, ()): 0,
+        (PROXY_IN_FLIGHT, ()): 0,
+    }
+
+
+def test_the_exposition_carries_the_counts() -> None:
+    counts = Counts(requests=7, answered=3, in_flight=2)
+    counts.unserved_by(["prefill", "decode"])
+    counts.unserved_by(["decode"])
+    text = exposition(counts)
+    values = {
+        (s.name, tuple(s.labels.items())): s.value for f in text_string_to_metric_families(text) for s in f.samples
+    }
+    assert values[(PROXY_REQUESTS, ())] == 7
+    assert values[(PROXY_UNSERVED, (("backend", "prefill"),))] == 1
+    assert values[(PROXY_UNSERVED, (("backend", "decode"),))] == 2
+    assert (values[(PROXY_ANSWERED, ())], values[(PROXY_IN_FLIGHT, ())]) == (3, 2)
+
+
+def test_the_answer_at_zero_says_so_and_when_to_retry() -> None:
+    answer = proxy_program.scaled_to_zero(["prefill", "decode"], 45)
+    assert (answer.status, answer.headers["Retry-After"]) == (503, "45")
+    assert answer.text is not None
+    assert json.loads(answer.text) == {
+        "error": {
+            "message": "prefill and decode scaled to zero: this request wakes them; retry in a few minutes",
+            "type": "scaled_to_zero",
+            "code": 503,
+        }
+    }
+    one = proxy_program.scaled_to_zero(["decode"], 30)
+    assert one.text is not None
+    assert json.loads(one.text)["error"]["message"].startswith("decode scaled to zero: this request wakes it;")
+
+
+def test_scale_to_zero_roles_are_repeatable_and_checked(capsys: pytest.CaptureFixture[str]) -> None:
+    required = ["--prefill-service", "p", "--prefill-port", "1", "--bootstrap-port", "2", "--decode", "http://d"]
+    arguments = parse_arguments(required)
+    assert (arguments.scale_to_zero, arguments.retry_after_seconds, arguments.metrics_port) == ([], 30, None)
+    arguments = parse_arguments([*required, "--scale-to-zero", "prefill", "--scale-to-zero", "decode"])
+    assert arguments.scale_to_zero == ["prefill", "decode"]
+    for wrong in (["--scale-to-zero", "server"], ["--retry-after-seconds", "-1"], ["--retry-after-seconds", "x"]):
+        with pytest.raises(SystemExit):
+            parse_arguments([*required, *wrong])
+        assert wrong[0] in capsys.readouterr().err
+
+
+def with_min_replicas(endpoint: PlacedEndpoint, prefill: int | None, decode: int | None) -> PlacedEndpoint:
+    """``endpoint`` with the roles' autoscalers at these minimums (None: no autoscaler for the role), past
+    the endpoint's validation: what the rendering makes of the blocks, whatever validation allows."""
+    mooncake = endpoint.spec.mooncake
+    assert mooncake is not None
+    blocks = {
+        role: None if low is None else RoleAutoscaling(min_replicas=low, max_replicas=4)
+        for role, low in (("prefill", prefill), ("decode", decode))
+    }
+    scaling = mooncake.autoscaling.model_copy(update={"enabled": True, **blocks})
+    spec = endpoint.spec.model_copy(update={"mooncake": mooncake.model_copy(update={"autoscaling": scaling})})
+    return dataclasses.replace(endpoint, spec=spec)
+
+
+@pytest.mark.parametrize(
+    ("prefill", "decode", "roles"),
+    [(0, 0, ["prefill", "decode"]), (0, 1, ["prefill"]), (None, 0, ["decode"]), (1, 1, []), (None, None, [])],
+)
+def test_the_roles_autoscaled_from_zero_are_the_proxys_scale_to_zero(
+    prefill: int | None, decode: int | None, roles: list[str]
+) -> None:
+    endpoint = with_min_replicas(split(), prefill, decode)
+    (container,) = proxy_pod(endpoint)["spec"]["containers"]
+    assert parse_arguments(container["args"]).scale_to_zero == roles
+
+
+def test_a_disabled_autoscaler_puts_no_role_at_zero() -> None:
+    endpoint = with_min_replicas(split(), 0, 0)
+    mooncake = endpoint.spec.mooncake
+    assert mooncake is not None
+    scaling = mooncake.autoscaling.model_copy(update={"enabled": False})
+    spec = endpoint.spec.model_copy(update={"mooncake": mooncake.model_copy(update={"autoscaling": scaling})})
+    assert proxy.scaled_to_zero_roles(dataclasses.replace(endpoint, spec=spec)) == []
+
+
+def test_the_proxy_serves_its_metrics_on_a_port_of_their_own() -> None:
+    (container,) = proxy_pod(split())["spec"]["containers"]
+    assert parse_arguments(container["args"]).metrics_port == proxy.PROXY_METRICS_PORT == 8090
+    assert {"name": "metrics", "containerPort": 8090, "protocol": "TCP"} in container["ports"]
+    assert [port["containerPort"] for port in container["ports"]] == [proxy.PROXY_PORT, proxy.PROXY_METRICS_PORT]
