@@ -251,13 +251,25 @@ def test_scaling_a_split_role_to_zero_updates_its_scaled_object_in_place(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """min_replicas 0 of a split endpoint's role plans: its ScaledObject gains the minimum, the
-    explicit cooldown and the wake trigger, in place; the workload and the other role stay."""
+    explicit cooldown and the wake trigger, in place; the proxy rolls for its one new argument
+    (--scale-to-zero prefill: it stays ready while prefill is at zero); the role's workload, the
+    other role and the proxy's program stay."""
     entries = planned_edit(
         base_plans, tmp_path, capsys, "prod", "autoscaling", "set", "chat", "--role", "prefill", "--min", "0"
     )
-    assert summary(entries) == [
-        ("update", "kubernetes:keda.sh/v1alpha1:ScaledObject", f"{region}-chat-prefill", "in place")
-        for region in PROD_REGIONS
-    ]
+    assert summary(entries) == sorted(
+        [
+            ("update", "kubernetes:keda.sh/v1alpha1:ScaledObject", f"{region}-chat-prefill", "in place")
+            for region in PROD_REGIONS
+        ]
+        + [
+            ("update", "kubernetes:apps/v1:Deployment", f"{region}-chat-proxy", "rolling restart")
+            for region in PROD_REGIONS
+        ]
+    )
     for entry in entries:
-        assert paths(entry) == {"spec.minReplicaCount", "spec.cooldownPeriod", "spec.triggers[2]"}
+        if entry["type"] == "kubernetes:apps/v1:Deployment":
+            added = [(change["path"].rsplit(".", 1)[1], change["new"]) for change in entry["changes"]]
+            assert added == [("args[18]", "--scale-to-zero"), ("args[19]", "prefill")]
+        else:
+            assert paths(entry) == {"spec.minReplicaCount", "spec.cooldownPeriod", "spec.triggers[2]"}

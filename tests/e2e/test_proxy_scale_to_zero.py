@@ -6,7 +6,6 @@ and held to the names the rendering uses (components/metric_table.py)."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -20,9 +19,9 @@ from prometheus_client.parser import text_string_to_metric_families
 from components.metric_table import PROXY_ANSWERED, PROXY_IN_FLIGHT, PROXY_REQUESTS, PROXY_UNSERVED
 from components.render.placement import PlacedEndpoint
 from components.render.proxy import PROXY_METRICS_PORT, PROXY_PORT, REFRESH_SECONDS
-from components.spec.autoscaling import RoleAutoscaling
 from tests.e2e.namespace import run_driver
 from tests.e2e.test_mooncake_proxy import ADMIN_KEY, PORT, rendered_proxy, split_endpoint
+from tests.unit.stack_builders import mooncake_endpoint, placed_endpoint, stack_config
 
 RECOVERY_SECONDS = REFRESH_SECONDS + 3
 """A refresh period, plus room for one refresh and a busy test machine."""
@@ -32,14 +31,22 @@ SCALED_TO_ZERO_TYPE = "scaled_to_zero"
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
 
-def at_zero(endpoint: PlacedEndpoint, roles: tuple[str, ...]) -> PlacedEndpoint:
-    """``endpoint`` with an autoscaler from 0 to 4 for each of ``roles`` (the others as they were)."""
-    mooncake = endpoint.spec.mooncake
-    assert mooncake is not None
-    blocks = {role: RoleAutoscaling(min_replicas=0, max_replicas=4) for role in roles}
-    scaling = mooncake.autoscaling.model_copy(update={"enabled": True, **blocks})
-    spec = endpoint.spec.model_copy(update={"mooncake": mooncake.model_copy(update={"autoscaling": scaling})})
-    return dataclasses.replace(endpoint, spec=spec)
+def at_zero(roles: tuple[str, ...]) -> PlacedEndpoint:
+    """The split endpoint of tests/e2e/test_mooncake_proxy.py with an autoscaler from 0 to 4 for each of
+    ``roles`` (the others as they were)."""
+    if not roles:
+        return split_endpoint()
+    mooncake = {
+        "transfer": {"protocol": "tcp", "bootstrap_base_port": 8998},
+        "proxy": {"admin_api_key_secret": "chat-admin"},
+        "autoscaling": {
+            "enabled": True,
+            "prefill": {"min_replicas": 1, "max_replicas": 4},
+            **{role: {"min_replicas": 0, "max_replicas": 4} for role in roles},
+        },
+    }
+    spec = mooncake_endpoint({"node_group": "gpu", "port": PORT, "mooncake": mooncake})
+    return placed_endpoint(stack_config(endpoints={"chat": spec}))
 
 
 def samples(text: str) -> Samples:
@@ -73,7 +80,7 @@ def scene(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     proxies = {}
     offset = {"both": 0, "prefill": 1, "plain": 2}
     for name, roles in {"both": ("prefill", "decode"), "prefill": ("prefill",), "plain": ()}.items():
-        rendered = rendered_proxy(at_zero(split_endpoint(), roles), tmp_path_factory.mktemp(f"proxy-{name}"))
+        rendered = rendered_proxy(at_zero(roles), tmp_path_factory.mktemp(f"proxy-{name}"))
         # Three proxies in one namespace: each on ports of its own (the last of a repeated option wins).
         port, metrics_port = PROXY_PORT + offset[name], PROXY_METRICS_PORT + offset[name]
         rendered["argv"] += ["--port", str(port), "--metrics-port", str(metrics_port)]

@@ -5,7 +5,6 @@ tests/e2e/test_mooncake_proxy.py."""
 from __future__ import annotations
 
 import ast
-import dataclasses
 import hashlib
 import json
 import sys
@@ -21,7 +20,7 @@ from components.render.mooncake import mooncake_objects
 from components.render.placement import PlacedEndpoint
 from components.render.pods import NON_ROOT_ID
 from components.render.proxy_program import Counts, Engine, engines_of, exposition, parse_arguments, url_host
-from components.spec.autoscaling import RoleAutoscaling
+from fleetctl.verify import schemas as verify_schemas
 from tests.unit.stack_builders import mooncake_endpoint, placed_endpoint, stack_config
 
 ENGINE = "5f2b7c1e-9a53-4c1b-8d1f-2a0e6b3c4d5e"
@@ -221,39 +220,30 @@ def test_scale_to_zero_roles_are_repeatable_and_checked(capsys: pytest.CaptureFi
         assert wrong[0] in capsys.readouterr().err
 
 
-def with_min_replicas(endpoint: PlacedEndpoint, prefill: int | None, decode: int | None) -> PlacedEndpoint:
-    """``endpoint`` with the roles' autoscalers at these minimums (None: no autoscaler for the role), past
-    the endpoint's validation: what the rendering makes of the blocks, whatever validation allows."""
-    mooncake = endpoint.spec.mooncake
-    assert mooncake is not None
+def with_min_replicas(prefill: int | None, decode: int | None, enabled: bool = True) -> PlacedEndpoint:
+    """A split endpoint whose roles autoscale from these minimums (None: no autoscaler for the role)."""
     blocks = {
-        role: None if low is None else RoleAutoscaling(min_replicas=low, max_replicas=4)
+        role: {"min_replicas": low, "max_replicas": 4}
         for role, low in (("prefill", prefill), ("decode", decode))
+        if low is not None
     }
-    scaling = mooncake.autoscaling.model_copy(update={"enabled": True, **blocks})
-    spec = endpoint.spec.model_copy(update={"mooncake": mooncake.model_copy(update={"autoscaling": scaling})})
-    return dataclasses.replace(endpoint, spec=spec)
+    return split(autoscaling={"enabled": enabled, **blocks})
 
 
 @pytest.mark.parametrize(
     ("prefill", "decode", "roles"),
-    [(0, 0, ["prefill", "decode"]), (0, 1, ["prefill"]), (None, 0, ["decode"]), (1, 1, []), (None, None, [])],
+    [(0, 0, ["prefill", "decode"]), (0, 1, ["prefill"]), (None, 0, ["decode"]), (1, 1, []), (2, None, [])],
 )
 def test_the_roles_autoscaled_from_zero_are_the_proxys_scale_to_zero(
     prefill: int | None, decode: int | None, roles: list[str]
 ) -> None:
-    endpoint = with_min_replicas(split(), prefill, decode)
+    endpoint = with_min_replicas(prefill, decode)
     (container,) = proxy_pod(endpoint)["spec"]["containers"]
     assert parse_arguments(container["args"]).scale_to_zero == roles
 
 
 def test_a_disabled_autoscaler_puts_no_role_at_zero() -> None:
-    endpoint = with_min_replicas(split(), 0, 0)
-    mooncake = endpoint.spec.mooncake
-    assert mooncake is not None
-    scaling = mooncake.autoscaling.model_copy(update={"enabled": False})
-    spec = endpoint.spec.model_copy(update={"mooncake": mooncake.model_copy(update={"autoscaling": scaling})})
-    assert proxy.scaled_to_zero_roles(dataclasses.replace(endpoint, spec=spec)) == []
+    assert proxy.scaled_to_zero_roles(with_min_replicas(0, 0, enabled=False)) == []
 
 
 def test_the_proxy_serves_its_metrics_on_a_port_of_their_own() -> None:
@@ -261,3 +251,8 @@ def test_the_proxy_serves_its_metrics_on_a_port_of_their_own() -> None:
     assert parse_arguments(container["args"]).metrics_port == proxy.PROXY_METRICS_PORT == 8090
     assert {"name": "metrics", "containerPort": 8090, "protocol": "TCP"} in container["ports"]
     assert [port["containerPort"] for port in container["ports"]] == [proxy.PROXY_PORT, proxy.PROXY_METRICS_PORT]
+
+
+def test_verify_recognises_the_answer_at_zero_by_the_programs_error_type() -> None:
+    """fleetctl verify waits for an endpoint whose proxy answers this type (and reads /health's key)."""
+    assert proxy_program.SCALED_TO_ZERO == verify_schemas.SCALED_TO_ZERO
