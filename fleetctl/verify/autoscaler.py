@@ -46,6 +46,10 @@ class MissingError(CheckError):
     zero shows until its pods serve and are scraped."""
 
 
+class LaggingError(MissingError):
+    """Reported at zero by an HPA that has not synced since the role woke: a pass once waited out."""
+
+
 def autoscaled_workloads(name: str, endpoint: Endpoint) -> list[str]:
     """The names of the endpoint's ScaledObjects (each named like the workload it scales)."""
     if endpoint.desired_state != "running":
@@ -210,6 +214,9 @@ def workload_active(cluster: Cluster, namespace: str, workload: str, zero: Zero 
                 f"ScaledObject {workload} is still at zero though this run's requests should have woken it "
                 f"({zero.detail}; its {WAKE_TRIGGER} trigger reads {value})"
             )
+        if zero is not None and zero.state == "woke":
+            # The endpoint answered, so KEDA raised the role: its HPA has not synced since (every 15 s).
+            raise LaggingError(f"{detail}; its HPA has not seen the wake yet")
         return detail
     detail = judge(scaled_object, hpa)
     for trigger in scaled_object["spec"]["triggers"]:
@@ -223,13 +230,20 @@ def autoscaler_active(
     cluster: Cluster, namespace: str, workloads: list[str], zero: Zero | None = None, wait: float = 0.0
 ) -> str:
     """Every workload's judgement. Of an endpoint the request check found at zero: just woken, the
-    new pods' series may take a scrape to appear, so what is missing is asked again for up to
-    ``wait`` seconds; woken by this run and not waited for, what is missing is unverified (the
-    role is waking), not failed."""
+    new pods' series may take a scrape to appear and the HPA a sync to see the replica, so what is
+    missing is asked again for up to ``wait`` seconds; woken by this run and not waited for, what
+    is missing is unverified (the role is waking), not failed."""
     waited_until = time.monotonic() + (wait if zero is not None and zero.state == "woke" else 0.0)
+    return "; ".join(_settled(cluster, namespace, workload, zero, waited_until) for workload in workloads)
+
+
+def _settled(cluster: Cluster, namespace: str, workload: str, zero: Zero | None, waited_until: float) -> str:
     while True:
         try:
-            return "; ".join(workload_active(cluster, namespace, workload, zero) for workload in workloads)
+            return workload_active(cluster, namespace, workload, zero)
+        except LaggingError as lagging:
+            if time.monotonic() >= waited_until:
+                return str(lagging)
         except MissingError as error:
             if zero is not None and zero.state == "not waited":
                 raise UnverifiedError(f"waking from zero (this run's request woke it): {error}") from None

@@ -228,3 +228,22 @@ def test_just_woken_its_pods_series_are_asked_again_until_they_appear(monkeypatc
     assert detail.startswith("chat-prefill: queue=6500m per replica, ttft-p90-ms=612, wake=6500m per replica, cpu=41%")
     assert scene.reads == 3
     assert len(slept) == 2
+
+
+def test_just_woken_a_hpa_that_still_reports_zero_is_asked_again_then_passes_saying_so(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The endpoint answered, so KEDA raised the role; the HPA syncs every 15 s."""
+    monkeypatch.setattr(time, "sleep", lambda seconds: None)
+    woke = Zero("woke", "woke from zero 95 s after the first request")
+    scene = at_zero(answer("1"))
+    assert active(scene, woke, wait=0) == (
+        "chat-prefill: at zero, waiting for its wake trigger (wake=1); its HPA has not seen the wake yet"
+    )
+    synced = Scene(
+        lambda _: sleeping(),
+        lambda reads: hpa_awake(reads) if reads >= 2 else hpa_at_zero(),
+        lambda _, query: answer("1"),
+    )
+    assert active(synced, woke, wait=30).startswith("chat-prefill: queue=6500m per replica")
+    assert synced.reads == 2
