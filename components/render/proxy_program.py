@@ -17,9 +17,10 @@ autoscaler adds or removes are found like any other. A pod takes requests while 
 ``/health`` answers 200 and its bootstrap server's ``/query`` names its engines. vLLM gives an
 engine a new id at every start, so the ids are read again at every refresh, and at once
 after a prefill or decode fails. ``/health`` is 200 only while at least one prefill engine
-and the decode Service answer, so Kubernetes and the load balancer take a proxy that
-cannot serve out of rotation. Its body also says how many requests decode has answered through
-this process (``answered``), which ``fleetctl verify`` reads to measure a canary set's share.
+and the decode Service answer (or only roles at zero are missing, below), so Kubernetes and the
+load balancer take a proxy that cannot serve out of rotation. Its body also says how many
+requests decode has answered through this process (``answered``), which ``fleetctl verify``
+reads to measure a canary set's share.
 
 Scale to zero (docs/mooncake-proxy.md): the roles named by ``--scale-to-zero`` may have no pod
 at all, their autoscaler waking them on the requests this proxy counts. While every missing

@@ -461,3 +461,18 @@ def test_the_canary_set_takes_the_endpoints_role_shapes() -> None:
             for role in ("prefill", "decode")
         }
         assert gpus == {"prefill": "2", "decode": "1"}, prefix
+
+
+def test_only_the_primary_proxy_stays_ready_at_zero() -> None:
+    """The primary's roles autoscale from 0, so its proxy takes --scale-to-zero for both; the canary set
+    keeps its fixed pods, so its proxy keeps reporting a missing role as unready."""
+    config = split("disaggregated")
+    config["endpoints"]["chat"]["mooncake"]["autoscaling"] = {
+        "enabled": True,
+        "prefill": {"min_replicas": 0, "max_replicas": 3},
+        "decode": {"min_replicas": 0, "max_replicas": 3},
+    }
+    objects = objects_of(config)
+    primary = container(objects, "chat-proxy", "proxy")["args"]
+    assert [primary[i + 1] for i, arg in enumerate(primary) if arg == "--scale-to-zero"] == ["prefill", "decode"]
+    assert "--scale-to-zero" not in container(objects, "chat-canary-proxy", "proxy")["args"]
