@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import hashlib
 import json
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,7 @@ from components.render.placement import PlacedEndpoint
 from components.render.pods import NON_ROOT_ID
 from components.render.proxy_program import Counts, Engine, engines_of, exposition, parse_arguments, url_host
 from fleetctl.verify import schemas as verify_schemas
+from tests.prometheus_tools import binary
 from tests.unit.stack_builders import mooncake_endpoint, placed_endpoint, stack_config
 
 ENGINE = "5f2b7c1e-9a53-4c1b-8d1f-2a0e6b3c4d5e"
@@ -256,3 +258,13 @@ def test_the_proxy_serves_its_metrics_on_a_port_of_their_own() -> None:
 def test_verify_recognises_the_answer_at_zero_by_the_programs_error_type() -> None:
     """fleetctl verify waits for an endpoint whose proxy answers this type (and reads /health's key)."""
     assert proxy_program.SCALED_TO_ZERO == verify_schemas.SCALED_TO_ZERO
+
+
+def test_promtool_finds_nothing_to_lint_in_the_exposition() -> None:
+    """Prometheus's own linter (Debian's promtool, `check metrics`: counter suffixes, HELP, units)."""
+    counts = Counts(requests=2, answered=1, in_flight=1)
+    counts.unserved_by(["decode"])
+    checked = subprocess.run(
+        [binary("promtool"), "check", "metrics"], input=exposition(counts), capture_output=True, text=True, check=False
+    )
+    assert (checked.returncode, checked.stdout, checked.stderr) == (0, "", "")
