@@ -8,8 +8,8 @@ operator, CRDs, node exporter, kube-state-metrics and Alertmanager the pipeline 
 ``server.fullnameOverride`` names the server's Deployment, Service and ConfigMap; the data volume
 is an emptyDir unless ``server.persistentVolume.enabled``.
 
-Every series scraped from an inference pod carries ``namespace``, ``pod``, ``endpoint`` (the pod's
-``app.kubernetes.io/name``) and ``role`` (its ``app.kubernetes.io/component``), from the target's
+Every series scraped from an inference pod or a proxy carries ``namespace``, ``pod``, ``endpoint`` (the
+pod's ``app.kubernetes.io/name``) and ``role`` (its ``app.kubernetes.io/component``), from the target's
 labels (``honor_labels`` off, so a framework's own label of those names cannot win). The DCGM
 exporter's series carry the GPU's pod as exported labels (its Kubernetes mapping), so its job
 honours them and turns the pod labels it copies into ``endpoint`` and ``role``.
@@ -21,14 +21,17 @@ from typing import Any
 
 from components import naming, scheduling
 from components.render.kube import quantity
-from components.render.pods import PORT_NAME, SERVER_CONTAINER
+from components.render.pods import METRICS_PORT_NAME, PORT_NAME, SERVER_CONTAINER
 from components.spec.metrics import Metrics
 
 NAMESPACE = naming.METRICS_NAMESPACE
 SCRAPE_INTERVAL = "15s"
 """The chart's default is 1m: too slow for a scaler that reads a rate over the last minute."""
 SERVER_ROLES = ("server", "canary", "prefill", "decode")
-"""Components of the pods that run a framework's server (the proxy and the store master serve no metrics)."""
+"""Components of the pods that run a framework's server (the store master serves no metrics)."""
+PROXY_COMPONENT = "proxy"
+PROXY_CONTAINER = "proxy"
+"""The split endpoint's proxy pods and their one container (components/render/proxy.py)."""
 CHART_SCRAPE_JOBS = (
     "kubernetes-api-servers",
     "kubernetes-nodes",
@@ -60,6 +63,20 @@ def _pod_target_labels() -> list[dict[str, Any]]:
     ]
 
 
+def _endpoint_labels() -> list[dict[str, Any]]:
+    """``endpoint`` and ``role`` from the pod's name and component labels."""
+    return [
+        {
+            "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_name"],
+            "target_label": naming.SERIES_ENDPOINT_LABEL,
+        },
+        {
+            "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_component"],
+            "target_label": naming.SERIES_ROLE_LABEL,
+        },
+    ]
+
+
 def inference_job() -> dict[str, Any]:
     """Every framework server of the fleet, in every namespace, at its metrics port: the server
     port, or the port its pod's ``inference-fleet/metrics-port`` annotation names (Triton's)."""
@@ -81,14 +98,37 @@ def inference_job() -> dict[str, Any]:
                 "target_label": "__address__",
             },
             *_pod_target_labels(),
+            *_endpoint_labels(),
+        ],
+    }
+
+
+def proxy_job() -> dict[str, Any]:
+    """The proxy of every split Mooncake endpoint (and of its canary set), at its ``metrics`` port:
+    the requests it counts wake roles at zero (components/render/autoscaling.py, wake_query). The
+    selector narrows what discovery lists; the keep rules are what decides (and what a test without
+    Kubernetes discovery can hold)."""
+    selector = f"app.kubernetes.io/part-of={naming.PROJECT},app.kubernetes.io/component={PROXY_COMPONENT}"
+    return {
+        "kubernetes_sd_configs": [{"role": "pod", "selectors": [{"role": "pod", "label": selector}]}],
+        "relabel_configs": [
             {
-                "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_name"],
-                "target_label": naming.SERIES_ENDPOINT_LABEL,
+                "source_labels": [
+                    "__meta_kubernetes_pod_label_app_kubernetes_io_part_of",
+                    "__meta_kubernetes_pod_label_app_kubernetes_io_component",
+                ],
+                "regex": f"{naming.PROJECT};{PROXY_COMPONENT}",
+                "action": "keep",
             },
+            {"source_labels": ["__meta_kubernetes_pod_container_name"], "regex": PROXY_CONTAINER, "action": "keep"},
             {
-                "source_labels": ["__meta_kubernetes_pod_label_app_kubernetes_io_component"],
-                "target_label": naming.SERIES_ROLE_LABEL,
+                "source_labels": ["__meta_kubernetes_pod_container_port_name"],
+                "regex": METRICS_PORT_NAME,
+                "action": "keep",
             },
+            {"source_labels": ["__meta_kubernetes_pod_phase"], "regex": "Running", "action": "keep"},
+            *_pod_target_labels(),
+            *_endpoint_labels(),
         ],
     }
 
@@ -140,6 +180,7 @@ def scrape_configs() -> dict[str, dict[str, Any]]:
     return {
         **{job: {"enabled": False} for job in CHART_SCRAPE_JOBS},
         "inference": inference_job(),
+        "proxy": proxy_job(),
         "dcgm-exporter": dcgm_job(),
         "keda": keda_job(),
     }

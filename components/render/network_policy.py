@@ -2,6 +2,7 @@
 need, nothing else. Enforced by the VPC CNI's network policy agent (enabled on the cluster).
 
 - proxy (or the store server): its port, from anywhere (the load balancer sends from its subnets);
+  the proxy's metrics port from the region's Prometheus (the requests it counts wake roles at zero);
 - role pods: the server port from the proxy, and from the region's Prometheus (its /metrics,
   docs/metrics.md); from each other and from the proxy the prefill bootstrap window; from each
   other the Mooncake transfer engine's RPC range (where its TCP transport listens too) and the
@@ -23,7 +24,7 @@ from components.render.mooncake_groups import spans_nodes
 from components.render.mooncake_roles import mooncake_of
 from components.render.mooncake_store import MASTER_RPC_PORT, METADATA_PORT, REAL_CLIENT_PORT, offloads_to_disk
 from components.render.placement import PlacedEndpoint
-from components.render.proxy import PROXY_PORT
+from components.render.proxy import PROXY_METRICS_PORT, PROXY_PORT
 
 BOOTSTRAP_SPAN = 100
 """Bootstrap ports are base + data-parallel rank * tensor-parallel size + tensor-parallel rank."""
@@ -51,9 +52,8 @@ def network_policies(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
         roles: tuple[naming.Role, ...] = ("prefill", "decode")
         bootstrap = mooncake.transfer.bootstrap_base_port
         window = (bootstrap, min(bootstrap + BOOTSTRAP_SPAN, 65535))
-        policies["policy-proxy"] = _policy(
-            endpoint, "proxy", endpoint_pods(endpoint, "proxy"), [{"ports": tcp_ports((PROXY_PORT, PROXY_PORT))}]
-        )
+        proxy_rules = [{"ports": tcp_ports((PROXY_PORT, PROXY_PORT))}, scraper_rule(PROXY_METRICS_PORT)]
+        policies["policy-proxy"] = _policy(endpoint, "proxy", endpoint_pods(endpoint, "proxy"), proxy_rules)
         role_rules = [
             {"from": [{"podSelector": endpoint_pods(endpoint, "proxy")}], "ports": tcp_ports((port, port), window)},
             {

@@ -1,8 +1,9 @@
 """The region's Prometheus, for real: Debian's Prometheus runs the scrape configuration the pinned
-chart renders from our values against stand-ins of a vLLM decode pod, a Triton pod and the DCGM
-exporter, given the targets Kubernetes pod discovery would (tests/e2e/scrape_driver.py). Every
-stored series of an inference pod carries namespace, pod, endpoint and role; the GPU a pod holds
-carries the same; nothing but the server containers' metrics ports is scraped."""
+chart renders from our values against stand-ins of a vLLM decode pod, a Triton pod, the DCGM
+exporter and a split endpoint's proxy, given the targets Kubernetes pod discovery would
+(tests/e2e/scrape_driver.py). Every stored series of an inference pod or a proxy carries namespace,
+pod, endpoint and role; the GPU a pod holds carries the same; nothing but the server containers'
+metrics ports and the proxy containers' ``metrics`` port is scraped."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from functools import cache
 from typing import Any
 
 from components import naming
+from components.metric_table import PROXY_ANSWERED, PROXY_IN_FLIGHT, PROXY_REQUESTS, PROXY_UNSERVED
 from components.platform.prometheus import prometheus_values
 from components.spec.metrics import Metrics
 from tests.e2e.namespace import run_driver
@@ -36,6 +38,14 @@ DCGM = (
     f'DCGM_FI_DEV_GPU_UTIL{{gpu="1",{GPU.format(id="bbbb", n=1)}}} 0\n'
 )
 """The exporter's own labels on a GPU held by a pod (with the pod labels it copies) and on an idle one."""
+PROXY = (
+    f"# TYPE {PROXY_REQUESTS} counter\n{PROXY_REQUESTS} 4\n"
+    f"# TYPE {PROXY_UNSERVED} counter\n"
+    f'{PROXY_UNSERVED}{{backend="prefill"}} 1\n{PROXY_UNSERVED}{{backend="decode"}} 0\n'
+    f"# TYPE {PROXY_ANSWERED} counter\n{PROXY_ANSWERED} 3\n"
+    f"# TYPE {PROXY_IN_FLIGHT} gauge\n{PROXY_IN_FLIGHT} 0\n"
+)
+"""The series the proxy program serves on its metrics port (its own e2e tests hold the program to them)."""
 ANNOTATION = "__meta_kubernetes_pod_annotation_inference_fleet_metrics_port"
 
 
@@ -73,6 +83,31 @@ TARGETS = {
             "stand_in": "triton",
             "labels": pod("resnet-5c6b", "resnet", "server", "server", "metrics", **{ANNOTATION: "{port:triton}"}),
         },
+        # A proxy's metrics port is the proxy job's, not this one's.
+        {"labels": pod("chat-proxy-6f8d", "chat", "proxy", "proxy", "metrics")},
+    ],
+    "proxy": [
+        {"stand_in": "proxy", "labels": pod("chat-proxy-6f8d", "chat", "proxy", "proxy", "metrics")},
+        {"stand_in": "proxy", "labels": pod("chat-canary-proxy-5b7c", "chat-canary", "proxy", "proxy", "metrics")},
+        # Not scraped: its serving port, a proxy not running, a server's metrics port (Triton's), a pod
+        # of something else called proxy.
+        {"labels": pod("chat-proxy-6f8d", "chat", "proxy", "proxy", "http")},
+        {
+            "labels": pod(
+                "chat-proxy-pending", "chat", "proxy", "proxy", "metrics", __meta_kubernetes_pod_phase="Pending"
+            )
+        },
+        {"labels": pod("resnet-5c6b", "resnet", "server", "server", "metrics")},
+        {
+            "labels": pod(
+                "other-proxy-1",
+                "other",
+                "proxy",
+                "proxy",
+                "metrics",
+                __meta_kubernetes_pod_label_app_kubernetes_io_part_of="other",
+            )
+        },
     ],
     "dcgm-exporter": [
         {
@@ -95,7 +130,7 @@ def scraped() -> dict[str, Any]:
     scene = {
         "prometheus": binary("prometheus"),
         "config": rendered_config(prometheus_values(Metrics())),
-        "expositions": {"vllm": VLLM, "triton": TRITON, "dcgm": DCGM},
+        "expositions": {"vllm": VLLM, "triton": TRITON, "dcgm": DCGM, "proxy": PROXY},
         "targets": TARGETS,
     }
     return run_driver("tests.e2e.scrape_driver", json.dumps(scene))
@@ -127,9 +162,35 @@ def test_triton_is_scraped_at_the_port_its_annotation_names_once() -> None:
     assert (count["endpoint"], count["role"], count["pod"]) == ("resnet", "server", "resnet-5c6b")
 
 
-def test_only_the_server_containers_metrics_ports_are_targets() -> None:
+def test_only_the_server_containers_and_the_proxies_metrics_ports_are_targets() -> None:
     targets = sorted((up["job"], up.get("pod", "")) for up in scraped()["up"])
-    assert targets == [("dcgm-exporter", ""), ("inference", "chat-decode-7d9f"), ("inference", "resnet-5c6b")]
+    assert targets == [
+        ("dcgm-exporter", ""),
+        ("inference", "chat-decode-7d9f"),
+        ("inference", "resnet-5c6b"),
+        ("proxy", "chat-canary-proxy-5b7c"),
+        ("proxy", "chat-proxy-6f8d"),
+    ]
+
+
+def test_a_proxy_series_names_its_namespace_pod_endpoint_and_role_proxy() -> None:
+    """What the wake query selects (components/render/autoscaling.py, wake_query): a canary set's
+    proxy is its own endpoint, so its requests never wake the primary's roles."""
+    found = {metric["pod"]: metric for metric in series(PROXY_REQUESTS)}
+    assert set(found) == {"chat-proxy-6f8d", "chat-canary-proxy-5b7c"}
+    keys = ("namespace", "endpoint", "role", "job", "node")
+    assert {key: found["chat-proxy-6f8d"][key] for key in keys} == {
+        "namespace": "inference",
+        naming.SERIES_ENDPOINT_LABEL: "chat",
+        naming.SERIES_ROLE_LABEL: "proxy",
+        "job": "proxy",
+        "node": "ip-10-0-0-1",
+    }
+    assert found["chat-canary-proxy-5b7c"][naming.SERIES_ENDPOINT_LABEL] == "chat-canary"
+    backends = sorted(metric["backend"] for metric in series(PROXY_UNSERVED) if metric["pod"] == "chat-proxy-6f8d")
+    assert backends == ["decode", "prefill"]
+    assert series(PROXY_ANSWERED)
+    assert series(PROXY_IN_FLIGHT)
 
 
 def test_a_gpu_series_names_the_pod_that_holds_the_gpu_and_its_endpoint_and_role() -> None:

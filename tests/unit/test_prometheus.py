@@ -39,7 +39,7 @@ def test_values_set_only_keys_the_pinned_chart_declares_besides_our_scrape_jobs(
     values = prometheus.prometheus_values(Metrics())
     defaults = chart_defaults(VALUES)
     ours = {job for job in values["scrapeConfigs"] if job not in defaults["scrapeConfigs"]}
-    assert ours == {"inference", "dcgm-exporter", "keda"}
+    assert ours == {"inference", "proxy", "dcgm-exporter", "keda"}
     assert list(unknown_paths({k: v for k, v in values.items() if k != "scrapeConfigs"}, defaults)) == []
 
 
@@ -47,7 +47,7 @@ def test_every_default_job_but_prometheus_itself_is_off() -> None:
     defaults = chart_defaults(VALUES)["scrapeConfigs"]
     assert set(prometheus.CHART_SCRAPE_JOBS) == set(defaults) - {"prometheus"}
     jobs = [job["job_name"] for job in rendered_config(prometheus.prometheus_values(Metrics()))["scrape_configs"]]
-    assert jobs == ["dcgm-exporter", "inference", "keda"]  # the chart's own 'prometheus' job stays on: merged
+    assert jobs == ["dcgm-exporter", "inference", "keda", "proxy"]  # the chart's own 'prometheus' job stays on: merged
     assert {name: settings["enabled"] for name, settings in defaults.items()}["prometheus"] is True
 
 

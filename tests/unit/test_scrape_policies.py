@@ -1,5 +1,6 @@
 """The NetworkPolicies of every kind of endpoint, composed with the region's Prometheus: the scraper
-reaches each framework server's metrics port, and beyond that exactly what any other pod reaches;
+reaches each framework server's metrics port and each split endpoint's proxy's (8090, what wakes
+roles at zero), and beyond that exactly what any other pod reaches;
 no other pod, in the metrics namespace or wearing the scraper's labels elsewhere, gains anything.
 Evaluated pod by pod and port by port by the API's rules (tests/network_policies.py)."""
 
@@ -10,12 +11,13 @@ from typing import Any
 import pytest
 
 from components import naming
+from components.platform.prometheus import PROXY_COMPONENT, PROXY_CONTAINER, proxy_job
 from components.render.endpoint import endpoint_objects
 from components.render.kube import metrics_port
 from components.render.mooncake_store import MASTER_RPC_PORT, METADATA_PORT, REAL_CLIENT_PORT
 from components.render.network_policy import SIDE_CHANNEL_PORTS, TRANSFER_ENGINE_PORTS
-from components.render.pods import PORT_NAME
-from components.render.proxy import PROXY_PORT
+from components.render.pods import METRICS_PORT_NAME, PORT_NAME
+from components.render.proxy import PROXY_METRICS_PORT, PROXY_PORT
 from components.spec import SpecError
 from tests.network_policies import Pod, admitted
 
@@ -85,7 +87,19 @@ def probe_ports(workload: dict[str, Any]) -> set[int]:
         for port in container.get("ports", [])
     }
     ranges = [port for low, high in (TRANSFER_ENGINE_PORTS, SIDE_CHANNEL_PORTS) for port in (low, high)]
-    return declared | set(ranges) | {8998, MASTER_RPC_PORT, METADATA_PORT, REAL_CLIENT_PORT, PROXY_PORT}
+    return (
+        declared
+        | set(ranges)
+        | {8998, MASTER_RPC_PORT, METADATA_PORT, REAL_CLIENT_PORT, PROXY_PORT, PROXY_METRICS_PORT}
+    )
+
+
+def scraped_port(pod: Pod, port: int) -> int | None:
+    """The port the scraper is meant to reach on ``pod``: a server's metrics port, a proxy's 8090."""
+    component = pod.labels["app.kubernetes.io/component"]
+    if component in SERVER_ROLES:
+        return port
+    return PROXY_METRICS_PORT if component == PROXY_COMPONENT else None
 
 
 @pytest.mark.parametrize("case", list(ENDPOINTS))
@@ -100,7 +114,7 @@ def test_the_scraper_reaches_every_servers_metrics_port_and_nothing_more_than_an
         for probe in probe_ports(workload):
             scraper = admitted(policies, SCRAPER, target, probe)
             anyone = admitted(policies, bystander, target, probe)
-            if name in servers and probe == port:
+            if probe == scraped_port(target, port):
                 assert scraper, f"the scraper cannot reach {name}:{probe}"
             else:
                 assert scraper == anyone, f"the scraper reaches {name}:{probe}, which others do not"
@@ -112,7 +126,44 @@ def test_no_other_pod_gains_the_metrics_port(case: str, other: str) -> None:
     policies, pods, port = rendered(case)
     bystander = Pod("default", {"app": "bystander"})
     for name, (target, _) in pods.items():
-        assert admitted(policies, OTHERS[other], target, port) == admitted(policies, bystander, target, port), name
+        for probe in (port, PROXY_METRICS_PORT):
+            found = admitted(policies, OTHERS[other], target, probe)
+            assert found == admitted(policies, bystander, target, probe), f"{name}:{probe}"
+
+
+@pytest.mark.parametrize("case", ["disaggregated", "both"])
+def test_a_proxy_admits_its_metrics_port_from_the_scraper_only_and_its_serving_port_from_anyone(case: str) -> None:
+    """The composition can fail: no one else reaches 8090, while the load balancer still reaches 8000."""
+    policies, pods, _ = rendered(case)
+    proxies = [pod for pod, _ in pods.values() if pod.labels["app.kubernetes.io/component"] == PROXY_COMPONENT]
+    assert len(proxies) == (2 if case == "both" else 1)  # "both" has a canary set, with its own proxy
+    bystander = Pod("default", {"app": "bystander"})
+    for target in proxies:
+        assert admitted(policies, SCRAPER, target, PROXY_METRICS_PORT)
+        assert not admitted(policies, bystander, target, PROXY_METRICS_PORT)
+        assert admitted(policies, bystander, target, PROXY_PORT)
+
+
+@pytest.mark.parametrize("case", ["disaggregated", "both"])
+def test_prometheus_scrapes_the_proxy_at_the_port_the_policies_open(case: str) -> None:
+    """The proxy job keeps the container and the port name the proxy's pods declare (the e2e test,
+    tests/e2e/test_metrics_scrape.py, holds what it keeps)."""
+    _, pods, _ = rendered(case)
+    job = proxy_job()
+    kept = {
+        tuple(rule["source_labels"]): rule["regex"] for rule in job["relabel_configs"] if rule.get("action") == "keep"
+    }
+    assert kept[("__meta_kubernetes_pod_container_name",)] == PROXY_CONTAINER
+    assert kept[("__meta_kubernetes_pod_container_port_name",)] == METRICS_PORT_NAME
+    for pod, workload in pods.values():
+        if pod.labels["app.kubernetes.io/component"] != PROXY_COMPONENT:
+            continue
+        (container,) = workload["spec"]["template"]["spec"]["containers"]
+        assert container["name"] == PROXY_CONTAINER
+        ports = {p["name"]: p["containerPort"] for p in container["ports"]}
+        assert ports[METRICS_PORT_NAME] == PROXY_METRICS_PORT
+        args = container["args"]
+        assert args[args.index("--metrics-port") + 1] == str(PROXY_METRICS_PORT)
 
 
 @pytest.mark.parametrize("case", ["disaggregated", "both"])
