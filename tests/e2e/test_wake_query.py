@@ -1,0 +1,116 @@
+"""The wake trigger as a composition of real parts: the proxy program as the proxy Deployment runs it
+(prefill and decode at ``min_replicas: 0``, neither running), Debian's Prometheus with the scrape
+configuration the chart renders from our values, given the targets Kubernetes pod discovery would
+give for the rendered proxy pod (one per container port), and the queries of both rendered
+ScaledObjects' ``wake`` triggers (tests/e2e/wake_scrape_driver.py). Before any request they read 0
+(KEDA: not active, the roles stay at zero); one request, answered 503, makes them read 1 (active:
+KEDA scales each role from 0 to 1)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from components import naming
+from components.metric_table import PROXY_REQUESTS
+from components.platform.prometheus import prometheus_values
+from components.render.autoscaling import wake_query
+from components.render.mooncake import mooncake_objects
+from components.spec.metrics import Metrics
+from tests.e2e.namespace import run_driver
+from tests.e2e.test_mooncake_proxy import ADMIN_KEY, PORT, rendered_proxy
+from tests.e2e.test_proxy_scale_to_zero import at_zero
+from tests.prometheus_config import rendered_config
+from tests.prometheus_tools import binary
+
+POD = "chat-proxy-6f8d"
+
+
+def discovered(namespace: str, template: dict[str, Any]) -> list[dict[str, Any]]:
+    """What Kubernetes pod discovery gives for a running pod of ``template``: a target per container
+    port, with the pod's labels as ``__meta_kubernetes_pod_label_*`` (characters outside
+    [a-zA-Z0-9_] become '_', as Prometheus's discovery writes them)."""
+    labels = {
+        "__meta_kubernetes_pod_label_" + "".join(c if c.isalnum() else "_" for c in key): value
+        for key, value in template["metadata"]["labels"].items()
+    }
+    targets = []
+    for container in template["spec"]["containers"]:
+        for port in container.get("ports", []):
+            meta = {
+                "__meta_kubernetes_namespace": namespace,
+                "__meta_kubernetes_pod_name": POD,
+                "__meta_kubernetes_pod_node_name": "ip-10-0-0-1",
+                "__meta_kubernetes_pod_ip": "127.0.0.1",
+                "__meta_kubernetes_pod_phase": "Running",
+                "__meta_kubernetes_pod_container_name": container["name"],
+                "__meta_kubernetes_pod_container_port_name": port["name"],
+                **labels,
+            }
+            targets.append({"port": port["containerPort"], "labels": meta})
+    return targets
+
+
+def scene(program_dir: Path) -> dict[str, Any]:
+    endpoint = at_zero(("prefill", "decode"))
+    objects = mooncake_objects(endpoint, None)
+    queries = [
+        trigger["metadata"]["query"]
+        for part in ("prefill-autoscaler", "decode-autoscaler")
+        for trigger in objects[part]["spec"]["triggers"]
+        if trigger.get("name") == "wake"
+    ]
+    assert queries == [wake_query(endpoint.namespace, endpoint.name)] * 2
+    config = rendered_config(prometheus_values(Metrics()))
+    targets: dict[str, list[dict[str, Any]]] = {job["job_name"]: [] for job in config["scrape_configs"]}
+    targets["proxy"] = discovered(endpoint.namespace, objects["proxy"]["spec"]["template"])
+    targets["inference"] = list(targets["proxy"])  # what the inference job would list too: it keeps none
+    spec = {
+        "prometheus": binary("prometheus"),
+        "config": config,
+        "targets": targets,
+        "proxy": rendered_proxy(endpoint, program_dir),
+        "path": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "queries": queries,
+        "counter": PROXY_REQUESTS,
+        "proxy_port": 8000,
+        "prefill_service": f"chat-prefill.{endpoint.namespace}.svc",
+        "decode_host": f"chat-decode.{endpoint.namespace}.svc",
+        "port": PORT,
+        "bootstrap_port": 8998,
+        "api_key": ADMIN_KEY,
+    }
+    return run_driver("tests.e2e.wake_scrape_driver", json.dumps(spec), mount=True, timeout=180)
+
+
+@pytest.fixture(scope="module")
+def woken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return scene(tmp_path_factory.mktemp("proxy-program"))
+
+
+pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
+
+
+def test_the_idle_proxy_is_scraped_and_the_wake_queries_read_zero(woken: dict[str, Any]) -> None:
+    assert woken["before"] == [[0.0], [0.0]]
+    assert sorted((up["job"], up["pod"]) for up in woken["targets"]) == [("proxy", POD)]
+
+
+def test_one_request_answered_503_makes_both_wake_queries_read_one(woken: dict[str, Any]) -> None:
+    assert woken["request"]["status"] == 503
+    assert woken["request"]["body"]["error"]["type"] == "scaled_to_zero"
+    assert woken["after"] == [[1.0], [1.0]]
+    assert woken["woken_seconds"] < 30
+
+
+def test_the_counter_is_stored_with_the_labels_the_query_selects(woken: dict[str, Any]) -> None:
+    (series,) = woken["series"]
+    selected = (series["namespace"], series[naming.SERIES_ENDPOINT_LABEL], series[naming.SERIES_ROLE_LABEL])
+    assert selected == ("inference", "chat", "proxy")
+    assert series["pod"] == POD
