@@ -117,7 +117,16 @@ def main() -> None:
             time.sleep(0.5)
         series = query(port, '{__name__=~".+", __name__!="up", job!="prometheus"}')
         every_up = query(port, 'up{job!="prometheus"}')
-        print(json.dumps({"series": [entry["metric"] for entry in series], "up": [s["metric"] for s in every_up]}))
+        answers = {expr: query(port, expr) for expr in scene.get("queries", [])}
+        print(
+            json.dumps(
+                {
+                    "series": [entry["metric"] for entry in series],
+                    "up": [s["metric"] for s in every_up],
+                    "queries": {expr: [entry["value"][1] for entry in found] for expr, found in answers.items()},
+                }
+            )
+        )
     finally:
         process.terminate()
         process.wait(timeout=30)

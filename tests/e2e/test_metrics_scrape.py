@@ -14,6 +14,7 @@ from typing import Any
 from components import naming
 from components.metric_table import PROXY_ANSWERED, PROXY_IN_FLIGHT, PROXY_REQUESTS, PROXY_UNSERVED
 from components.platform.prometheus import prometheus_values
+from components.render.dashboard import proxy_panels
 from components.spec.metrics import Metrics
 from tests.e2e.namespace import run_driver
 from tests.prometheus_config import rendered_config
@@ -125,6 +126,16 @@ TARGETS = {
 }
 
 
+def dashboard_pod_counts() -> list[str]:
+    """The dashboard's count of a split endpoint's prefill and decode pods (its proxy row), for chat."""
+    panels = proxy_panels("inference", "chat")
+    (pods,) = [panel for panel in panels if panel["title"].startswith("Prefill and decode pods up")]
+    return [target["expr"] for target in pods["targets"]]
+
+
+POD_COUNTS = dashboard_pod_counts()
+
+
 @cache
 def scraped() -> dict[str, Any]:
     scene = {
@@ -132,6 +143,7 @@ def scraped() -> dict[str, Any]:
         "config": rendered_config(prometheus_values(Metrics())),
         "expositions": {"vllm": VLLM, "triton": TRITON, "dcgm": DCGM, "proxy": PROXY},
         "targets": TARGETS,
+        "queries": POD_COUNTS,
     }
     return run_driver("tests.e2e.scrape_driver", json.dumps(scene))
 
@@ -205,3 +217,10 @@ def test_a_gpu_series_names_the_pod_that_holds_the_gpu_and_its_endpoint_and_role
     assert not any(key.startswith("app_kubernetes_io") for key in held)
     assert "pod" not in idle
     assert "endpoint" not in idle
+
+
+def test_the_dashboard_counts_a_roles_scraped_pods_and_reads_0_for_a_role_without_any() -> None:
+    """One decode pod scraped (the pending one is not a target, prefill's bootstrap port is not
+    either): decode counts 1, prefill, with no target of its own, 0 rather than no data."""
+    prefill, decode = POD_COUNTS
+    assert scraped()["queries"] == {prefill: ["0"], decode: ["1"]}
