@@ -11,7 +11,7 @@ from typing import Literal
 PROJECT = "inference-fleet"
 MANAGED_BY = "pulumi"
 
-Role = Literal["server", "prefill", "decode", "store", "proxy", "canary", "route", "network-policy"]
+Role = Literal["server", "prefill", "decode", "store", "proxy", "gate", "canary", "route", "network-policy"]
 """The app.kubernetes.io/component of an endpoint's object: a workload role, its route or its policies."""
 
 # Suffixes of the Kubernetes objects an endpoint owns, and the longest name each
@@ -24,6 +24,7 @@ _NAME_LIMITS: dict[str, int] = {
     "-prefill": 52,  # StatefulSet (stable per-pod addresses, docs/design.md, decision 8)
     "-decode": 63,
     "-proxy": 63,
+    "-gate": 63,  # a classic endpoint's gate in front of a server that may scale to zero
     "-store": 52,  # StatefulSet of the Mooncake master
     "-mooncake": 63,  # ConfigMap with mooncake.json
 }

@@ -29,9 +29,11 @@ SCRAPE_INTERVAL = "15s"
 """The chart's default is 1m: too slow for a scaler that reads a rate over the last minute."""
 SERVER_ROLES = ("server", "canary", "prefill", "decode")
 """Components of the pods that run a framework's server (the store master serves no metrics)."""
-PROXY_COMPONENT = "proxy"
+FRONT_COMPONENTS = ("proxy", "gate")
+"""The pods that run the proxy program: a split endpoint's proxy (components/render/proxy.py) and a
+classic endpoint's gate (components/render/gate.py)."""
 PROXY_CONTAINER = "proxy"
-"""The split endpoint's proxy pods and their one container (components/render/proxy.py)."""
+"""Their one container."""
 CHART_SCRAPE_JOBS = (
     "kubernetes-api-servers",
     "kubernetes-nodes",
@@ -104,11 +106,13 @@ def inference_job() -> dict[str, Any]:
 
 
 def proxy_job() -> dict[str, Any]:
-    """The proxy of every split Mooncake endpoint (and of its canary set), at its ``metrics`` port:
-    the requests it counts wake roles at zero (components/render/autoscaling.py, wake_query). The
-    selector narrows what discovery lists; the keep rules are what decides (and what a test without
-    Kubernetes discovery can hold)."""
-    selector = f"app.kubernetes.io/part-of={naming.PROJECT},app.kubernetes.io/component={PROXY_COMPONENT}"
+    """The proxy of every split Mooncake endpoint (and of its canary set) and the gate of every classic
+    endpoint that may scale to zero, at its ``metrics`` port: the requests it counts wake the workloads
+    at zero (components/render/autoscaling.py, wake_query); ``role`` says which (proxy or gate). The
+    selector (set-based, as the API's label selectors allow) narrows what discovery lists; the keep
+    rules are what decides (and what a test without Kubernetes discovery can hold)."""
+    components = ",".join(FRONT_COMPONENTS)
+    selector = f"app.kubernetes.io/part-of={naming.PROJECT},app.kubernetes.io/component in ({components})"
     return {
         "kubernetes_sd_configs": [{"role": "pod", "selectors": [{"role": "pod", "label": selector}]}],
         "relabel_configs": [
@@ -117,7 +121,7 @@ def proxy_job() -> dict[str, Any]:
                     "__meta_kubernetes_pod_label_app_kubernetes_io_part_of",
                     "__meta_kubernetes_pod_label_app_kubernetes_io_component",
                 ],
-                "regex": f"{naming.PROJECT};{PROXY_COMPONENT}",
+                "regex": f"{naming.PROJECT};({'|'.join(FRONT_COMPONENTS)})",
                 "action": "keep",
             },
             {"source_labels": ["__meta_kubernetes_pod_container_name"], "regex": PROXY_CONTAINER, "action": "keep"},

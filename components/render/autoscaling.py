@@ -15,9 +15,10 @@ then removes it, and KEDA, which watches the HPAs it owns (scaledobject_controll
 Owns), makes it again on its next reconcile. The workload's replica count is untouched
 throughout: nothing here owns it (docs/design.md, decision 9).
 
-A role that may scale to zero (``min_replicas: 0``, split Mooncake endpoints only) has one more
-trigger, ``wake``: the requests its endpoint's proxy received (:func:`wake_trigger`), the one
-signal that exists while the role has no pod.
+A workload that may scale to zero (``min_replicas: 0``: a split Mooncake endpoint's roles, a classic
+endpoint's server) has one more trigger, ``wake``: the requests received by its endpoint's front (the
+proxy, or the classic endpoint's gate; :func:`wake_trigger`), the one signal that exists while the
+workload has no pod.
 """
 
 from __future__ import annotations
@@ -89,9 +90,9 @@ def trigger(metric: ScalingMetric, framework: Framework, labels: str) -> dict[st
     }
 
 
-def wake_query(namespace: str, endpoint: str) -> str:
-    """1 when the endpoint's proxy received any request in the last :data:`WAKE_WINDOW`, else 0; no
-    sample before the proxies were ever scraped (KEDA reads that as 0 too).
+def wake_query(namespace: str, endpoint: str, front: naming.Role = "proxy") -> str:
+    """1 when the endpoint's ``front`` (its proxy or its gate) received any request in the last
+    :data:`WAKE_WINDOW`, else 0; no sample before the front was ever scraped (KEDA reads that as 0 too).
 
     KEDA (v2.20.2, pkg/scaling/scale_handler.go getScaledObjectState) holds a ScaledObject active
     while any trigger but cpu and memory reads above its activationThreshold, scales it from zero to
@@ -100,17 +101,17 @@ def wake_query(namespace: str, endpoint: str) -> str:
     own queue reads 0 at a poll, and wakes it on the first request at zero. Clamped to 1 with
     threshold 1 (AverageValue), the HPA KEDA feeds wants exactly one replica from it: the user's
     metrics alone decide anything above one."""
-    return f"clamp_max(sum(increase({PROXY_REQUESTS}{selector(namespace, endpoint, 'proxy')}[{WAKE_WINDOW}])), 1)"
+    return f"clamp_max(sum(increase({PROXY_REQUESTS}{selector(namespace, endpoint, front)}[{WAKE_WINDOW}])), 1)"
 
 
-def wake_trigger(namespace: str, endpoint: str) -> dict[str, Any]:
+def wake_trigger(namespace: str, endpoint: str, front: naming.Role = "proxy") -> dict[str, Any]:
     return {
         "type": "prometheus",
         "name": "wake",
         "metricType": "AverageValue",
         "metadata": {
             "serverAddress": naming.prometheus_query_url(),
-            "query": wake_query(namespace, endpoint),
+            "query": wake_query(namespace, endpoint, front),
             "threshold": "1",
             "activationThreshold": "0",
         },
@@ -130,13 +131,14 @@ def scaled_object(
     metrics: tuple[ScalingMetric, ...],
     stopped: bool = False,
     target_kind: str = "Deployment",
-    wake: bool = False,
+    wake: naming.Role | None = None,
 ) -> dict[str, Any]:
     """The ScaledObject of one workload, its HPA named like the workload (see the module's note).
 
     ``stopped`` pauses it at zero replicas (``autoscaling.keda.sh/paused-replicas``): KEDA would
-    otherwise raise a workload below minReplicaCount back to it. ``wake``: the endpoint's proxy
-    counts its requests, and the workload (at ``min_replicas`` 0) wakes on them (:func:`wake_query`)."""
+    otherwise raise a workload below minReplicaCount back to it. ``wake``: the front (``proxy`` or
+    ``gate``) that counts the endpoint's requests, on which the workload (at ``min_replicas`` 0) wakes
+    (:func:`wake_query`)."""
     meta = metadata(name, namespace, labels)
     meta["annotations"] = {TRANSFER_HPA_OWNERSHIP: "true", **({PAUSED_REPLICAS: "0"} if stopped else {})}
     labels_selector = selector(namespace, endpoint, role)
@@ -146,8 +148,8 @@ def scaled_object(
         if "name" in entry and names.count(entry["name"]) > 1:
             entry["name"] = f"{entry['name']}-{index}"
     bounds: dict[str, Any] = {"minReplicaCount": min_replicas, "maxReplicaCount": max_replicas}
-    if wake:
-        triggers.append(wake_trigger(namespace, endpoint))
+    if wake is not None:
+        triggers.append(wake_trigger(namespace, endpoint, wake))
         bounds["cooldownPeriod"] = COOLDOWN_SECONDS
     return {
         "apiVersion": API_VERSION,

@@ -1,5 +1,6 @@
 """A classic endpoint (no mooncake block) in one region: Deployment, Service,
-PodDisruptionBudget, KEDA ScaledObject, canary Deployment and Service, and its route.
+PodDisruptionBudget, KEDA ScaledObject, canary Deployment and Service, and its route; with
+``autoscaling.min_replicas: 0``, the gate in front of the server (components/render/gate.py).
 Also the objects each namespace gets once per region."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from components.render.kube import (
 )
 from components.render.placement import PlacedEndpoint
 from components.render.pods import PORT_NAME, STARTUP_FAILURE_THRESHOLD, STARTUP_PERIOD_SECONDS, pod_template
-from components.render.route import SERVICE_PORT, route
+from components.render.route import ALB, SERVICE_PORT, route
 from components.spec.images import rewrite_for_region
 
 PROGRESS_DEADLINE_SECONDS = 2 * STARTUP_FAILURE_THRESHOLD * STARTUP_PERIOD_SECONDS
@@ -96,7 +97,11 @@ def canary_image(endpoint: PlacedEndpoint) -> str:
 
 def classic_objects(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
     """Every object of a classic endpoint in its region, keyed by a stable part name."""
+    # Imported here: the gate's builders are the proxy's, which take the Service builder of this module.
+    from components.render.gate import GATE_HEALTH_PATH, gate_objects, gated, server_rules
+
     spec = endpoint.spec
+    gate = gated(endpoint)
     objects = {
         "deployment": deployment(
             endpoint, "server", primary_replicas(endpoint), pod_template(endpoint, "server", endpoint.image)
@@ -117,21 +122,41 @@ def classic_objects(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
             max_replicas=spec.autoscaling.max_replicas,
             metrics=spec.autoscaling.parsed_metrics,
             stopped=spec.desired_state == "stopped",
+            wake="gate" if gate else None,
         )
     if spec.canary is not None:
         canary = pod_template(endpoint, "canary", canary_image(endpoint))
         objects["canary-deployment"] = deployment(endpoint, "canary", spec.canary.replicas, canary)
         objects["canary-service"] = service(endpoint, "canary")
-    objects["route"] = route(endpoint)
     # Into the server and canary pods comes only the load balancer's traffic to the server port,
     # and the region's Prometheus to a metrics port of the framework's own (docs/metrics.md).
     port = endpoint.spec.port
     rules = [{"ports": tcp_ports((port, port))}]
     if metrics_port(endpoint) != port:
         rules.append(scraper_rule(metrics_port(endpoint)))
-    objects["network-policy"] = network_policy(
-        naming.object_name(endpoint.name, "server"), endpoint, endpoint_pods(endpoint, "server", "canary"), rules
-    )
+    name = naming.object_name(endpoint.name, "server")
+    if not gate:
+        objects["route"] = route(endpoint)
+        objects["network-policy"] = network_policy(name, endpoint, endpoint_pods(endpoint, "server", "canary"), rules)
+        return objects
+    # Gated: the route goes to the gate (a canary's share still straight to the canary), and the
+    # server's port takes only the gate's pods, and the region's Prometheus.
+    objects.update(gate_objects(endpoint))
+    gate_service = naming.object_name(endpoint.name, "gate")
+    objects["route"] = route(endpoint, backend=gate_service, health_path=GATE_HEALTH_PATH)
+    gated_rules = server_rules(endpoint, metrics_port(endpoint))
+    objects["network-policy"] = network_policy(name, endpoint, endpoint_pods(endpoint, "server"), gated_rules)
+    if spec.canary is not None:
+        canary_name = naming.object_name(endpoint.name, "canary")
+        canary_pods = endpoint_pods(endpoint, "canary")
+        objects["canary-network-policy"] = network_policy(canary_name, endpoint, canary_pods, rules)
+        if spec.health_check_path != GATE_HEALTH_PATH:
+            # The route's health check is the gate's; the canary's target group keeps the server's: the
+            # load balancer controller reads a target group's settings from its Service's annotations
+            # merged over the Ingress's, the Service's first (aws-load-balancer-controller v3.4.2,
+            # pkg/ingress/model_build_target_group.go with pkg/algorithm/maps.go MergeStringMap).
+            annotations = {f"{ALB}/healthcheck-path": spec.health_check_path}
+            objects["canary-service"]["metadata"]["annotations"] = annotations
     return objects
 
 

@@ -111,7 +111,7 @@ def _set_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None, routed: 
                     metrics=role_scaling.parsed_metrics,
                     stopped=stopped,
                     target_kind=kind,
-                    wake=role_scaling.min_replicas == 0,
+                    wake="proxy" if role_scaling.min_replicas == 0 else None,
                 )
         objects["proxy-program"] = program_config_map(endpoint)
         objects["proxy"] = proxy_deployment(endpoint)

@@ -12,13 +12,16 @@ prefill engine and the decode Service answer (or while only roles its autoscaler
 are missing: then it answers requests 503 with Retry-After, and counts them on ``/metrics``, port
 8090, for the autoscaler to wake them). The vLLM image's own example proxy reads the
 engine ids once at start (and waits for every listed pod before serving), so it is not used.
+
+The same program, with ``--forward``, is the gate of a classic endpoint that may scale to zero
+(components/render/gate.py): the builders below take the front's role (``proxy`` or ``gate``).
 """
 
 from __future__ import annotations
 
 import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from components import naming
 from components.render.classic import service
@@ -43,6 +46,10 @@ PROGRAM_FILE = "mooncake_proxy.py"
 PROGRAM_VOLUME = "program"
 PROGRAM_CHECKSUM_ANNOTATION = "inference-fleet/proxy-program-sha256"
 """On the proxy's pod template: a change of the program rolls the proxy."""
+PROXY_CONTAINER = "proxy"
+"""The one container of the proxy's pods and of the gate's (the same program)."""
+Front = Literal["proxy", "gate"]
+"""The role of the pods running the program: a split endpoint's proxy, or a classic endpoint's gate."""
 
 
 def program_text() -> str:
@@ -62,12 +69,12 @@ def decode_url(endpoint: PlacedEndpoint) -> str:
     return f"http://{naming.object_name(endpoint.name, 'decode')}.{endpoint.namespace}.svc:{endpoint.spec.port}"
 
 
-def program_config_map(endpoint: PlacedEndpoint) -> dict[str, Any]:
-    name = naming.object_name(endpoint.name, "proxy")
+def program_config_map(endpoint: PlacedEndpoint, role: Front = "proxy") -> dict[str, Any]:
+    name = naming.object_name(endpoint.name, role)
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
-        "metadata": metadata(name, endpoint.namespace, endpoint.labels("proxy")),
+        "metadata": metadata(name, endpoint.namespace, endpoint.labels(role)),
         "data": {PROGRAM_FILE: program_text()},
     }
 
@@ -109,7 +116,7 @@ def proxy_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
     for role in scaled_to_zero_roles(endpoint):
         args += ["--scale-to-zero", role]
     container: dict[str, Any] = {
-        "name": "proxy",
+        "name": PROXY_CONTAINER,
         "image": mooncake.proxy.image,
         "command": ["python3", f"{PROGRAM_DIR}/{PROGRAM_FILE}"],
         "args": args,
@@ -125,7 +132,12 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 
 
 def proxy_deployment(endpoint: PlacedEndpoint) -> dict[str, Any]:
-    container = proxy_container(endpoint)
+    return front_deployment(endpoint, "proxy", proxy_container(endpoint))
+
+
+def front_deployment(endpoint: PlacedEndpoint, role: Front, container: dict[str, Any]) -> dict[str, Any]:
+    """The Deployment running the program as ``container`` (its command and arguments): its ports,
+    resources, probes, program volume, anti-affinity and checksum annotation are the same for both."""
     amounts = {"cpu": "1", "memory": "1Gi"}
     container.update(
         {
@@ -147,7 +159,7 @@ def proxy_deployment(endpoint: PlacedEndpoint) -> dict[str, Any]:
         }
     )
     pod = base_pod_spec(termination_grace_seconds=60)
-    name = naming.object_name(endpoint.name, "proxy")
+    name = naming.object_name(endpoint.name, role)
     pod["volumes"] = [tmp_volume(), {"name": PROGRAM_VOLUME, "configMap": {"name": name}}]
     pod["containers"] = [container]
     # Preferably on different nodes, so that one node's loss never takes every proxy. Preferred, not
@@ -158,7 +170,7 @@ def proxy_deployment(endpoint: PlacedEndpoint) -> dict[str, Any]:
                 {
                     "weight": 100,
                     "podAffinityTerm": {
-                        "labelSelector": {"matchLabels": naming.selector_labels(endpoint.name, "proxy")},
+                        "labelSelector": {"matchLabels": naming.selector_labels(endpoint.name, role)},
                         "topologyKey": HOSTNAME_LABEL,
                     },
                 }
@@ -166,16 +178,16 @@ def proxy_deployment(endpoint: PlacedEndpoint) -> dict[str, Any]:
         }
     }
     template_metadata = {
-        "labels": endpoint.labels("proxy"),
+        "labels": endpoint.labels(role),
         "annotations": {PROGRAM_CHECKSUM_ANNOTATION: program_checksum()},
     }
     return {
         "apiVersion": "apps/v1",
         "kind": "Deployment",
-        "metadata": metadata(name, endpoint.namespace, endpoint.labels("proxy")),
+        "metadata": metadata(name, endpoint.namespace, endpoint.labels(role)),
         "spec": {
             "replicas": 0 if endpoint.spec.desired_state == "stopped" else PROXY_REPLICAS,
-            "selector": {"matchLabels": naming.selector_labels(endpoint.name, "proxy")},
+            "selector": {"matchLabels": naming.selector_labels(endpoint.name, role)},
             "template": {"metadata": template_metadata, "spec": pod},
         },
     }

@@ -1,9 +1,11 @@
-"""The prefill/decode proxy of a split Mooncake endpoint (modes ``disaggregated`` and ``both``).
+"""The prefill/decode proxy of a split Mooncake endpoint (modes ``disaggregated`` and ``both``),
+and, with ``--forward``, the gate in front of a classic endpoint's server that may scale to zero.
 
 This file is a program, not part of the rendering: ``components/render/proxy.py`` puts its
-text into the ConfigMap ``<name>-proxy`` and the proxy pods run it with ``python3`` from the
-endpoint's vLLM image. It needs only the standard library and aiohttp, which the vLLM image
-carries (vLLM's requirements/common.txt), and nothing in the Pulumi program imports it.
+text into the ConfigMap ``<name>-proxy`` (``<name>-gate``) and those pods run it with ``python3``
+from the endpoint's image. It needs only the standard library and aiohttp, which the vLLM image
+carries (vLLM's requirements/common.txt), as does SGLang's (its wheel requires aiohttp), and nothing
+in the Pulumi program imports it.
 
 A request: prefill on one prefill engine (``max_tokens`` 1, ``kv_transfer_params`` with
 ``do_remote_decode`` and a transfer id), then decode through the decode Service with that
@@ -28,6 +30,13 @@ role is one of them, ``/health`` stays 200 (the proxy must stay in rotation to s
 and names them under ``scaled_to_zero``, and a completion request is answered at once with 503,
 ``Retry-After`` and the error type ``scaled_to_zero``. A missing role not named there leaves
 ``/health`` at 503 and the requests with the 503s above.
+
+The gate (``--forward URL``, docs/metrics.md "Scale to zero"): no prefill or decode; every request but
+its own ``GET /health`` goes to ``URL`` as it came (method, path, query, body, headers but the
+hop-by-hop ones), the answer streamed back with its status and headers, a client going away
+cancelling the upstream request. The server is up while ``URL`` + ``--forward-health`` answers 200
+(read every ``--refresh-seconds``); with ``--scale-to-zero server`` a missing server is answered as
+above, and the series below count every forwarded request (``backend="server"``).
 
 With ``--metrics-port``, ``GET /metrics`` on that port serves the Prometheus text exposition
 (format 0.0.4, written here: no client library) of four series, every one present from start:
@@ -64,6 +73,14 @@ MAX_BODY_BYTES = 100 * 2**20
 """Long prompts and inline images exceed aiohttp's default limit of 1 MiB."""
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
 ROLES = ("prefill", "decode")
+SERVER = "server"
+"""The one backend of the gate (--forward)."""
+HOP_BY_HOP = frozenset(
+    {"connection", "keep-alive", "proxy-authenticate", "proxy-authorization", "te", "trailer"}
+    | {"transfer-encoding", "upgrade", "proxy-connection", "host", "content-length"}
+)
+"""Headers of one connection, not of the request (RFC 9110 section 7.6.1), never forwarded; the
+host and length are those of the forwarded request, set by the client library."""
 SCALED_TO_ZERO = "scaled_to_zero"
 """The error type of a request answered while its roles are at zero, and /health's key naming them."""
 
@@ -131,7 +148,7 @@ class Counts:
     """Requests whose decode answer this process relayed."""
     in_flight: int = 0
     unserved: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROLES, 0))
-    """Per role: requests answered 503 because it had no serving pod."""
+    """Per backend (role, or the gate's server): requests answered 503 because it had no serving pod."""
 
     def unserved_by(self, roles: Sequence[str]) -> None:
         for role in roles:
@@ -141,15 +158,15 @@ class Counts:
 def exposition(counts: Counts) -> str:
     """The Prometheus text exposition format 0.0.4 of ``counts``: every series, zeros included."""
     families: list[tuple[str, str, str, list[tuple[str, int]]]] = [
-        (REQUESTS, "counter", "Completion requests received, whatever their answer.", [("", counts.requests)]),
+        (REQUESTS, "counter", "Requests received, whatever their answer.", [("", counts.requests)]),
         (
             UNSERVED,
             "counter",
-            "Completion requests answered 503 because the backend role had no serving pod.",
-            [(f'{{backend="{role}"}}', counts.unserved[role]) for role in ROLES],
+            "Requests answered 503 because the backend had no serving pod.",
+            [(f'{{backend="{backend}"}}', value) for backend, value in counts.unserved.items()],
         ),
-        (ANSWERED, "counter", "Decode answers relayed to clients.", [("", counts.answered)]),
-        (IN_FLIGHT, "gauge", "Completion requests being answered.", [("", counts.in_flight)]),
+        (ANSWERED, "counter", "Backend answers relayed to clients.", [("", counts.answered)]),
+        (IN_FLIGHT, "gauge", "Requests being answered.", [("", counts.in_flight)]),
     ]
     lines = []
     for name, kind, meaning, samples in families:
@@ -158,20 +175,84 @@ def exposition(counts: Counts) -> str:
     return "\n".join(lines) + "\n"
 
 
-class Peers:
+class Watch:
+    """What a front knows of its backends, read again every ``--refresh-seconds`` (at once when
+    woken: a failed request wakes it)."""
+
+    def __init__(self, arguments: argparse.Namespace, session: aiohttp.ClientSession) -> None:
+        self.arguments = arguments
+        self.session = session
+        self.known = False
+        """Whether a refresh has completed: before it, no backend is known to be missing."""
+        self.wake = asyncio.Event()
+
+    @property
+    def ready(self) -> bool:
+        return not self.missing()
+
+    def missing(self) -> list[str]:
+        raise NotImplementedError
+
+    def state(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    async def refresh(self) -> None:
+        raise NotImplementedError
+
+    async def answers(self, url: str) -> bool:
+        try:
+            async with self.session.get(url, timeout=PROBE_TIMEOUT) as response:
+                return response.status == 200
+        except (TimeoutError, aiohttp.ClientError, ValueError):
+            return False
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.refresh()
+            except Exception:  # the loop must outlive anything a peer answers
+                LOG.exception("refreshing the peers failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), self.arguments.refresh_seconds)
+            self.wake.clear()
+
+
+class Server(Watch):
+    """The gate's one backend: the server Service, up while its health path answers 200."""
+
+    def __init__(self, arguments: argparse.Namespace, session: aiohttp.ClientSession) -> None:
+        super().__init__(arguments, session)
+        self.up = False
+
+    def missing(self) -> list[str]:
+        return [] if self.up else [SERVER]
+
+    def state(self) -> dict[str, Any]:
+        return {SERVER: self.up}
+
+    def down(self) -> None:
+        """A forwarded request found no server: missing until a refresh finds it, which starts now."""
+        self.up = False
+        self.wake.set()
+
+    async def refresh(self) -> None:
+        up = await self.answers(f"{self.arguments.forward}{self.arguments.forward_health}")
+        if up != self.up:
+            LOG.info("server %s", "serving" if up else "out of rotation")
+        self.up = up
+        self.known = True
+
+
+class Peers(Watch):
     """What the proxy knows of its peers: the usable prefill engines per pod, and whether
     the decode Service answers. Only the refresh loop replaces it; a failed request takes
     a pod out at once and wakes the loop."""
 
     def __init__(self, arguments: argparse.Namespace, session: aiohttp.ClientSession) -> None:
-        self.arguments = arguments
-        self.session = session
+        super().__init__(arguments, session)
         self.engines: dict[str, list[Engine]] = {}
         self.decode_up = False
-        self.known = False
-        """Whether a refresh has completed: before it, no role is known to be missing."""
         self.turn = itertools.count()
-        self.wake = asyncio.Event()
         self.probes = asyncio.Semaphore(CONCURRENT_PROBES)
 
     def prefill_url(self, host: str) -> str:
@@ -179,10 +260,6 @@ class Peers:
 
     def bootstrap_url(self, host: str) -> str:
         return f"http://{host}:{self.arguments.bootstrap_port}"
-
-    @property
-    def ready(self) -> bool:
-        return bool(self.engines) and self.decode_up
 
     def missing(self) -> list[str]:
         """The roles with no serving pod: prefill without an engine, decode while its Service does not answer."""
@@ -204,13 +281,6 @@ class Peers:
         except (TimeoutError, OSError):
             return []
         return sorted({url_host(str(answer[4][0])) for answer in answers})
-
-    async def answers(self, url: str) -> bool:
-        try:
-            async with self.session.get(url, timeout=PROBE_TIMEOUT) as response:
-                return response.status == 200
-        except (TimeoutError, aiohttp.ClientError, ValueError):
-            return False
 
     async def probe(self, host: str) -> list[Engine]:
         """The pod's engines under their current ids; none unless it serves and names them."""
@@ -237,16 +307,6 @@ class Peers:
         self.engines = engines
         self.known = True
 
-    async def run(self) -> None:
-        while True:
-            try:
-                await self.refresh()
-            except Exception:  # the loop must outlive anything a peer answers
-                LOG.exception("refreshing the peers failed")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.wake.wait(), self.arguments.refresh_seconds)
-            self.wake.clear()
-
     def pick(self, tried: set[str]) -> Engine | None:
         """The next engine in turn, of a pod not ``tried`` yet."""
         candidates = [
@@ -271,15 +331,95 @@ class Peers:
         return engine in engines
 
 
-class Proxy:
-    def __init__(self, arguments: argparse.Namespace, peers: Peers, session: aiohttp.ClientSession) -> None:
-        self.decode = arguments.decode
-        self.peers = peers
+class Front:
+    """What the proxy and the gate share: /health, /metrics, the counts and the answer at zero."""
+
+    def __init__(
+        self, arguments: argparse.Namespace, watch: Watch, session: aiohttp.ClientSession, backends: Sequence[str]
+    ) -> None:
+        self.watch = watch
         self.session = session
-        self.key = os.environ.get("VLLM_API_KEY")
         self.scale_to_zero = frozenset(arguments.scale_to_zero)
         self.retry_after_seconds: int = arguments.retry_after_seconds
-        self.counts = Counts()
+        self.counts = Counts(unserved=dict.fromkeys(backends, 0))
+
+    def at_zero(self) -> list[str]:
+        """The missing backends, when every one of them may be at zero (else none: the front cannot serve)."""
+        missing = self.watch.missing()
+        if self.watch.known and self.scale_to_zero.issuperset(missing):
+            return missing
+        return []
+
+    async def health(self, request: web.Request) -> web.Response:
+        state: dict[str, Any] = {**self.watch.state(), "answered": self.counts.answered}
+        at_zero = self.at_zero()
+        if self.scale_to_zero:
+            state[SCALED_TO_ZERO] = at_zero
+        return web.json_response(state, status=200 if self.watch.ready or at_zero else 503)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        # Content-Type set whole: aiohttp's content_type argument would not take the version parameter.
+        return web.Response(text=exposition(self.counts), headers={"Content-Type": EXPOSITION_TYPE})
+
+    async def received(self, request: web.Request) -> web.StreamResponse:
+        self.counts.requests += 1
+        self.counts.in_flight += 1
+        try:  # whatever ends the request: an answer, an error, the client gone (cancelled)
+            return await self.answer(request)
+        finally:
+            self.counts.in_flight -= 1
+
+    async def answer(self, request: web.Request) -> web.StreamResponse:
+        raise NotImplementedError
+
+
+class Gate(Front):
+    """``--forward``: every request to the server as it came, its answer streamed back."""
+
+    def __init__(self, arguments: argparse.Namespace, server: Server, session: aiohttp.ClientSession) -> None:
+        super().__init__(arguments, server, session, [SERVER])
+        self.server = server
+        self.forward = arguments.forward
+
+    async def answer(self, request: web.Request) -> web.StreamResponse:
+        if at_zero := self.at_zero():
+            self.counts.unserved_by(at_zero)
+            return scaled_to_zero(at_zero, self.retry_after_seconds)
+        if self.server.known and not self.server.up:
+            self.counts.unserved_by([SERVER])
+            return error(503, "the server is not serving")
+        connection = {name.strip().lower() for name in request.headers.get("Connection", "").split(",")}
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP | connection]
+        if request.remote:
+            headers.append(("X-Forwarded-For", request.remote))
+        try:
+            answer = await self.session.request(
+                request.method,
+                f"{self.forward}{request.rel_url}",
+                headers=headers,
+                data=await request.read() or None,
+                # The client's headers only: none the client library would add (an Accept-Encoding the
+                # client did not send would have the answer compressed for a client that cannot read it).
+                skip_auto_headers=("Accept", "Accept-Encoding", "User-Agent", "Content-Type"),
+                allow_redirects=False,
+                timeout=REQUEST_TIMEOUT,
+            )
+        except (TimeoutError, aiohttp.ClientError) as failure:
+            self.server.down()
+            self.counts.unserved_by([SERVER])
+            if SERVER in self.scale_to_zero:
+                return scaled_to_zero([SERVER], self.retry_after_seconds)
+            return error(503, f"the server is unreachable: {failure}")
+        self.counts.answered += 1
+        return await relay(request, answer, forward_headers=True)
+
+
+class Proxy(Front):
+    def __init__(self, arguments: argparse.Namespace, peers: Peers, session: aiohttp.ClientSession) -> None:
+        super().__init__(arguments, peers, session, ROLES)
+        self.decode = arguments.decode
+        self.peers = peers
+        self.key = os.environ.get("VLLM_API_KEY")
 
     def headers(self, request_id: str) -> dict[str, str]:
         headers = {"X-Request-Id": request_id}
@@ -287,33 +427,7 @@ class Proxy:
             headers["Authorization"] = f"Bearer {self.key}"
         return headers
 
-    def at_zero(self) -> list[str]:
-        """The missing roles, when every one of them may be at zero (else none: the proxy cannot serve)."""
-        missing = self.peers.missing()
-        if self.peers.known and self.scale_to_zero.issuperset(missing):
-            return missing
-        return []
-
-    async def health(self, request: web.Request) -> web.Response:
-        state: dict[str, Any] = {**self.peers.state(), "answered": self.counts.answered}
-        at_zero = self.at_zero()
-        if self.scale_to_zero:
-            state[SCALED_TO_ZERO] = at_zero
-        return web.json_response(state, status=200 if self.peers.ready or at_zero else 503)
-
-    async def metrics(self, request: web.Request) -> web.Response:
-        # Content-Type set whole: aiohttp's content_type argument would not take the version parameter.
-        return web.Response(text=exposition(self.counts), headers={"Content-Type": EXPOSITION_TYPE})
-
-    async def completions(self, request: web.Request) -> web.StreamResponse:
-        self.counts.requests += 1
-        self.counts.in_flight += 1
-        try:  # whatever ends the request: an answer, an error, the client gone (cancelled)
-            return await self.complete(request)
-        finally:
-            self.counts.in_flight -= 1
-
-    async def complete(self, request: web.Request) -> web.StreamResponse:
+    async def answer(self, request: web.Request) -> web.StreamResponse:
         try:
             body = await request.json()
         except ValueError:
@@ -358,7 +472,7 @@ class Proxy:
                 LOG.warning("prefill %s restarted under request %s: prefilling again", engine.host, request_id)
                 continue
             self.counts.answered += 1
-            return await self.relay(request, answer)
+            return await relay(request, answer)
 
     async def prefill(self, path: str, body: dict[str, Any], request_id: str) -> Engine | web.Response:
         """The engine that prefilled the request, or the answer to give the client."""
@@ -395,19 +509,30 @@ class Proxy:
         self.counts.unserved_by(["prefill"] if self.peers.decode_up else ["prefill", "decode"])
         return error(503, "no prefill instance is available")
 
-    async def relay(self, request: web.Request, answer: aiohttp.ClientResponse) -> web.StreamResponse:
-        """The decode's answer, streamed as it comes (server-sent events included)."""
-        async with answer:
+
+async def relay(
+    request: web.Request, answer: aiohttp.ClientResponse, forward_headers: bool = False
+) -> web.StreamResponse:
+    """A backend's answer, streamed as it comes (server-sent events included): its status and content
+    type, and with ``forward_headers`` every header but the hop-by-hop ones (its length kept, so a
+    sized answer stays sized)."""
+    async with answer:
+        if forward_headers:
+            connection = {name.strip().lower() for name in answer.headers.get("Connection", "").split(",")}
+            dropped = (HOP_BY_HOP - {"content-length"}) | connection
+            headers = [(k, v) for k, v in answer.headers.items() if k.lower() not in dropped]
+            response = web.StreamResponse(status=answer.status, reason=answer.reason, headers=headers)
+        else:
             response = web.StreamResponse(status=answer.status)
             response.content_type = answer.content_type
-            await response.prepare(request)
-            async for chunk in answer.content.iter_any():
-                await response.write(chunk)
-            await response.write_eof()
-            return response
+        await response.prepare(request)
+        async for chunk in answer.content.iter_any():
+            await response.write(chunk)
+        await response.write_eof()
+        return response
 
 
-PROXY = web.AppKey("proxy", Proxy)
+FRONT = web.AppKey("front", Front)
 
 
 def application(arguments: argparse.Namespace) -> web.Application:
@@ -417,11 +542,17 @@ def application(arguments: argparse.Namespace) -> web.Application:
         # Idle connections are dropped before vLLM drops them (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s), so a
         # request never goes out on a connection the server is closing.
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_TO_PEERS_SECONDS)
-        session = aiohttp.ClientSession(connector=connector)
-        peers = Peers(arguments, session)
-        app[PROXY] = Proxy(arguments, peers, session)
-        refresh = asyncio.create_task(peers.run())
-        metrics = await metrics_site(arguments, app[PROXY]) if arguments.metrics_port is not None else None
+        # The gate passes answers on as they came, compressed or not.
+        session = aiohttp.ClientSession(connector=connector, auto_decompress=arguments.forward is None)
+        watch: Watch
+        if arguments.forward is not None:
+            server = Server(arguments, session)
+            app[FRONT], watch = Gate(arguments, server, session), server
+        else:
+            peers = Peers(arguments, session)
+            app[FRONT], watch = Proxy(arguments, peers, session), peers
+        refresh = asyncio.create_task(watch.run())
+        metrics = await metrics_site(arguments, app[FRONT]) if arguments.metrics_port is not None else None
         yield
         if metrics is not None:
             await metrics.cleanup()
@@ -431,19 +562,23 @@ def application(arguments: argparse.Namespace) -> web.Application:
         await session.close()
 
     async def health(request: web.Request) -> web.Response:
-        return await request.app[PROXY].health(request)
+        return await request.app[FRONT].health(request)
 
-    async def completions(request: web.Request) -> web.StreamResponse:
-        return await request.app[PROXY].completions(request)
+    async def received(request: web.Request) -> web.StreamResponse:
+        return await request.app[FRONT].received(request)
 
     app.cleanup_ctx.append(peers_and_session)
     app.router.add_get("/health", health)
-    for path in COMPLETION_PATHS:
-        app.router.add_post(path, completions)
+    if arguments.forward is not None:
+        # Everything else, whatever its method (a POST to /health included: only the GET is the gate's).
+        app.router.add_route("*", "/{path:.*}", received)
+    else:
+        for path in COMPLETION_PATHS:
+            app.router.add_post(path, received)
     return app
 
 
-async def metrics_site(arguments: argparse.Namespace, proxy: Proxy) -> web.AppRunner:
+async def metrics_site(arguments: argparse.Namespace, proxy: Front) -> web.AppRunner:
     """``GET /metrics`` on its own port, so the serving port (open to the load balancer) serves none."""
 
     async def metrics(request: web.Request) -> web.Response:
@@ -468,10 +603,12 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--host", default="0.0.0.0")
     parser.add_argument("--port", type=int, default=8000)
-    parser.add_argument("--prefill-service", required=True, help="DNS name resolving to every prefill pod")
-    parser.add_argument("--prefill-port", type=int, required=True, help="the prefill servers' HTTP port")
-    parser.add_argument("--bootstrap-port", type=int, required=True, help="the prefill pods' Mooncake bootstrap port")
-    parser.add_argument("--decode", required=True, help="URL of the decode Service")
+    parser.add_argument("--prefill-service", help="DNS name resolving to every prefill pod")
+    parser.add_argument("--prefill-port", type=int, help="the prefill servers' HTTP port")
+    parser.add_argument("--bootstrap-port", type=int, help="the prefill pods' Mooncake bootstrap port")
+    parser.add_argument("--decode", help="URL of the decode Service")
+    parser.add_argument("--forward", help="the gate: URL of the server Service every request goes to")
+    parser.add_argument("--forward-health", default="/health", help="the server's health path (with --forward)")
     parser.add_argument("--refresh-seconds", type=float, default=2.0)
     parser.add_argument(
         "--keepalive-seconds", type=float, default=75.0, help="idle client connections are kept this long"
@@ -480,16 +617,33 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--scale-to-zero",
         action="append",
-        choices=ROLES,
+        choices=(*ROLES, SERVER),
         default=[],
         metavar="ROLE",
-        help="a role (prefill or decode) that may have no pod: while only such roles are missing, /health stays 200 "
-        "and requests get 503 with Retry-After (repeatable)",
+        help="a role (prefill or decode; server with --forward) that may have no pod: while only such roles are "
+        "missing, /health stays 200 and requests get 503 with Retry-After (repeatable)",
     )
     parser.add_argument(
         "--retry-after-seconds", type=seconds, default=30, help="the Retry-After of requests answered at zero"
     )
     arguments = parser.parse_args(argv)
+    split = {"--prefill-service": arguments.prefill_service, "--prefill-port": arguments.prefill_port}
+    split |= {"--bootstrap-port": arguments.bootstrap_port, "--decode": arguments.decode}
+    if arguments.forward is not None:
+        given = [flag for flag, value in split.items() if value is not None]
+        if given:
+            parser.error(f"--forward sends every request to one server: {', '.join(given)} do not apply")
+        if set(arguments.scale_to_zero) - {SERVER}:
+            parser.error("with --forward, --scale-to-zero takes only server")
+        if not arguments.forward_health.startswith("/"):
+            parser.error(f"--forward-health must be a path starting with /, got {arguments.forward_health!r}")
+        arguments.forward = arguments.forward.rstrip("/")
+        return arguments
+    absent = [flag for flag, value in split.items() if value is None]
+    if absent:
+        parser.error(f"the prefill/decode proxy needs {', '.join(absent)} (or --forward URL for the gate)")
+    if SERVER in arguments.scale_to_zero:
+        parser.error("--scale-to-zero server needs --forward")
     arguments.decode = arguments.decode.rstrip("/")
     return arguments
 

@@ -121,9 +121,10 @@ class _Replicas(SpecModel):
     min_replicas: int = Field(
         1,
         ge=0,
-        description="Fewest replicas the autoscaler keeps; 0 (scale to zero) only for the prefill and decode "
-        "roles of a split Mooncake endpoint, which its proxy wakes on the first request (docs/metrics.md, "
-        "'Scale to zero').",
+        description="Fewest replicas the autoscaler keeps; 0 (scale to zero) for the prefill and decode roles "
+        "of a split Mooncake endpoint, which its proxy wakes on the first request, and for a classic vLLM or "
+        "SGLang endpoint, which then gets a gate in front of its server (two small pods that count requests and "
+        "wake it; docs/metrics.md, 'Scale to zero').",
     )
     metrics: tuple[Metric, ...] = items(
         "Scaling targets: 'cpu:70', 'memory:80', 'queue:5', 'running:32', 'kv_cache:0.8', 'ttft_p90_ms:500', "
@@ -169,7 +170,21 @@ class RoleAutoscaling(_Replicas):
         return self._bounds(self.max_replicas)
 
 
-Front = Literal["server", "store", "proxy"]
+Front = Literal["server", "store", "proxy", "gate"]
+WAKING_FRONTS = ("proxy", "gate")
+"""What counts a workload's requests while it has no pod: a split endpoint's proxy, a classic endpoint's gate."""
+GATELESS: dict[Framework, str] = {
+    # text-generation-inference v3.3.7 Dockerfile: the final stage (nvidia/cuda base) has no system
+    # python3; python3 is the venv's /usr/src/.venv/bin/python3, a link to the interpreter 'uv python
+    # install' put under /root/.local/share/uv, which the gate's non-root user cannot reach.
+    "tgi": "TGI's image (3.3.7) has no python3 the gate's non-root user can run: its one interpreter is under /root",
+    # Triton's image (nvcr.io/nvidia/tritonserver:25.10-py3) is built by the server repository's build.py,
+    # which lists no aiohttp among the Python packages it installs: not established, so refused.
+    "triton": "Triton's image (25.10) is not known to carry aiohttp, which the gate needs",
+}
+"""Frameworks whose image cannot run the gate (components/render/gate.py runs the proxy program, python3
+with aiohttp, on the endpoint's image; vLLM's requirements/common.txt and SGLang 0.5.6's wheel require
+aiohttp), and why."""
 NOTHING_WAKES = {
     "server": "nothing would wake it: its own metrics vanish with its pods, and nothing but the load balancer is "
     "in front of it, which answers 503 itself while no target is registered and holds no request a scaler could "
@@ -178,7 +193,8 @@ NOTHING_WAKES = {
     "of its server to count requests",
 }
 """Why a workload cannot scale to zero, by what is in front of it; a split endpoint's roles are woken by
-their proxy, which counts every request it receives (components/render/autoscaling.py, wake_query)."""
+their proxy, a classic endpoint's server by its gate, each counting every request it receives
+(components/render/autoscaling.py, wake_query)."""
 
 
 def served_rules(
@@ -187,9 +203,10 @@ def served_rules(
     """Refuse a metric nothing serves for this workload: a framework metric the framework does not
     expose, a GPU metric on Neuron, and scaling to zero where nothing would wake the workload.
 
-    ``front`` is what receives the workload's requests: ``server`` (a classic endpoint, only the load
-    balancer in front), ``store`` (a store-mode server, likewise) or ``proxy`` (a split Mooncake
-    endpoint's proxy, which counts them: the one case that may scale to zero)."""
+    ``front`` is what receives the workload's requests: ``gate`` (a classic endpoint: at min 0 it gets a
+    gate, which counts them, when its framework's image can run it), ``store`` (a store-mode server: only
+    the load balancer in front), ``proxy`` (a split Mooncake endpoint's proxy, which counts them) or
+    ``server`` (only the load balancer)."""
     for index, metric in enumerate(block.parsed_metrics):
         signal = SIGNAL_OF_METRIC.get(metric.name)
         if signal is not None and signal not in TABLE[framework]:
@@ -213,12 +230,24 @@ def served_rules(
                 name=metric.name,
                 accelerator=accelerator,
             )
-    if block.min_replicas == 0 and front != "proxy":
+    if block.min_replicas != 0:
+        return
+    if front == "gate" and framework in GATELESS:
         yield fail(
             "scale_to_zero",
-            "0 would leave the {role} role without a pod, and {why}; keep min_replicas at 1 or more (only the "
-            "prefill and decode roles of a split Mooncake endpoint, modes 'disaggregated' and 'both', scale to "
-            "zero: their proxy counts requests and wakes them; docs/metrics.md, 'Scale to zero')",
+            "0 needs a gate in front of the server to count requests and wake it, which runs python3 with "
+            "aiohttp on the endpoint's image, and {reason}; keep min_replicas at 1 or more, or serve with vLLM "
+            "or SGLang (docs/metrics.md, 'Scale to zero')",
+            at=f"{at}.min_replicas",
+            reason=GATELESS[framework],
+        )
+    elif front not in WAKING_FRONTS:
+        yield fail(
+            "scale_to_zero",
+            "0 would leave the {role} role without a pod, and {why}; keep min_replicas at 1 or more (the prefill "
+            "and decode roles of a split Mooncake endpoint, modes 'disaggregated' and 'both', and the server of a "
+            "classic vLLM or SGLang endpoint scale to zero: their proxy or gate counts requests and wakes them; "
+            "docs/metrics.md, 'Scale to zero')",
             at=f"{at}.min_replicas",
             role=role,
             why=NOTHING_WAKES[front],

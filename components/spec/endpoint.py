@@ -382,7 +382,7 @@ class Endpoint(SpecModel):
     def _scaling_rules(self, framework: Framework) -> Iterator[PydanticCustomError]:
         """Every scaling metric is one the workload's framework and devices serve (docs/metrics.md)."""
         if self.mooncake is None and self.autoscaling is not None and self.autoscaling.enabled:
-            yield from served_rules(self.autoscaling, "autoscaling", framework, self.accelerator, "server")
+            yield from served_rules(self.autoscaling, "autoscaling", framework, self.accelerator, "server", "gate")
         if self.mooncake is not None and self.mooncake.autoscaling.enabled:
             for role, block in (
                 ("prefill", self.mooncake.autoscaling.prefill),

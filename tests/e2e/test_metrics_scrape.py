@@ -1,9 +1,9 @@
 """The region's Prometheus, for real: Debian's Prometheus runs the scrape configuration the pinned
 chart renders from our values against stand-ins of a vLLM decode pod, a Triton pod, the DCGM
-exporter and a split endpoint's proxy, given the targets Kubernetes pod discovery would
-(tests/e2e/scrape_driver.py). Every stored series of an inference pod or a proxy carries namespace,
-pod, endpoint and role; the GPU a pod holds carries the same; nothing but the server containers'
-metrics ports and the proxy containers' ``metrics`` port is scraped."""
+exporter, a split endpoint's proxy and a classic endpoint's gate, given the targets Kubernetes pod
+discovery would (tests/e2e/scrape_driver.py). Every stored series of an inference pod, a proxy or a
+gate carries namespace, pod, endpoint and role; the GPU a pod holds carries the same; nothing but the
+server containers' metrics ports and the proxy containers' ``metrics`` port is scraped."""
 
 from __future__ import annotations
 
@@ -14,7 +14,9 @@ from typing import Any
 from components import naming
 from components.metric_table import PROXY_ANSWERED, PROXY_IN_FLIGHT, PROXY_REQUESTS, PROXY_UNSERVED
 from components.platform.prometheus import prometheus_values
+from components.render.autoscaling import selector, wake_query
 from components.render.dashboard import proxy_panels
+from components.render.proxy_program import Counts, exposition
 from components.spec.metrics import Metrics
 from tests.e2e.namespace import run_driver
 from tests.prometheus_config import rendered_config
@@ -47,6 +49,8 @@ PROXY = (
     f"# TYPE {PROXY_IN_FLIGHT} gauge\n{PROXY_IN_FLIGHT} 0\n"
 )
 """The series the proxy program serves on its metrics port (its own e2e tests hold the program to them)."""
+GATE = exposition(Counts(requests=2, unserved={"server": 2}))
+"""The same program's exposition as a classic endpoint's gate (``--forward``): one backend, the server."""
 ANNOTATION = "__meta_kubernetes_pod_annotation_inference_fleet_metrics_port"
 
 
@@ -84,12 +88,16 @@ TARGETS = {
             "stand_in": "triton",
             "labels": pod("resnet-5c6b", "resnet", "server", "server", "metrics", **{ANNOTATION: "{port:triton}"}),
         },
-        # A proxy's metrics port is the proxy job's, not this one's.
+        # A proxy's (a gate's) metrics port is the proxy job's, not this one's.
         {"labels": pod("chat-proxy-6f8d", "chat", "proxy", "proxy", "metrics")},
+        {"labels": pod("assistant-gate-7c4d9", "assistant", "gate", "proxy", "metrics")},
     ],
     "proxy": [
         {"stand_in": "proxy", "labels": pod("chat-proxy-6f8d", "chat", "proxy", "proxy", "metrics")},
         {"stand_in": "proxy", "labels": pod("chat-canary-proxy-5b7c", "chat-canary", "proxy", "proxy", "metrics")},
+        # A classic endpoint's gate: the same program and container; not its serving port.
+        {"stand_in": "gate", "labels": pod("assistant-gate-7c4d9", "assistant", "gate", "proxy", "metrics")},
+        {"labels": pod("assistant-gate-7c4d9", "assistant", "gate", "proxy", "http")},
         # Not scraped: its serving port, a proxy not running, a server's metrics port (Triton's), a pod
         # of something else called proxy.
         {"labels": pod("chat-proxy-6f8d", "chat", "proxy", "proxy", "http")},
@@ -134,6 +142,9 @@ def dashboard_pod_counts() -> list[str]:
 
 
 POD_COUNTS = dashboard_pod_counts()
+GATE_REQUESTS = f"sum({PROXY_REQUESTS}{selector('inference', 'assistant', 'gate')})"
+"""The series the wake trigger of a gated server counts (wake_query takes their increase; a scene this
+short has one sample each, so their sum is asked)."""
 
 
 @cache
@@ -141,9 +152,9 @@ def scraped() -> dict[str, Any]:
     scene = {
         "prometheus": binary("prometheus"),
         "config": rendered_config(prometheus_values(Metrics())),
-        "expositions": {"vllm": VLLM, "triton": TRITON, "dcgm": DCGM, "proxy": PROXY},
+        "expositions": {"vllm": VLLM, "triton": TRITON, "dcgm": DCGM, "proxy": PROXY, "gate": GATE},
         "targets": TARGETS,
-        "queries": POD_COUNTS,
+        "queries": [*POD_COUNTS, GATE_REQUESTS],
     }
     return run_driver("tests.e2e.scrape_driver", json.dumps(scene))
 
@@ -180,6 +191,7 @@ def test_only_the_server_containers_and_the_proxies_metrics_ports_are_targets() 
         ("dcgm-exporter", ""),
         ("inference", "chat-decode-7d9f"),
         ("inference", "resnet-5c6b"),
+        ("proxy", "assistant-gate-7c4d9"),
         ("proxy", "chat-canary-proxy-5b7c"),
         ("proxy", "chat-proxy-6f8d"),
     ]
@@ -188,7 +200,7 @@ def test_only_the_server_containers_and_the_proxies_metrics_ports_are_targets() 
 def test_a_proxy_series_names_its_namespace_pod_endpoint_and_role_proxy() -> None:
     """What the wake query selects (components/render/autoscaling.py, wake_query): a canary set's
     proxy is its own endpoint, so its requests never wake the primary's roles."""
-    found = {metric["pod"]: metric for metric in series(PROXY_REQUESTS)}
+    found = {metric["pod"]: metric for metric in series(PROXY_REQUESTS) if metric["role"] == "proxy"}
     assert set(found) == {"chat-proxy-6f8d", "chat-canary-proxy-5b7c"}
     keys = ("namespace", "endpoint", "role", "job", "node")
     assert {key: found["chat-proxy-6f8d"][key] for key in keys} == {
@@ -203,6 +215,24 @@ def test_a_proxy_series_names_its_namespace_pod_endpoint_and_role_proxy() -> Non
     assert backends == ["decode", "prefill"]
     assert series(PROXY_ANSWERED)
     assert series(PROXY_IN_FLIGHT)
+
+
+def test_a_gate_series_names_its_endpoint_and_role_gate_which_the_servers_wake_query_reads() -> None:
+    """The gate's requests, as the ScaledObject of its endpoint's server reads them (wake_query with
+    front gate), found in the real Prometheus with the value the gate served."""
+    (found,) = [metric for metric in series(PROXY_REQUESTS) if metric["role"] == "gate"]
+    keys = ("namespace", "pod", "endpoint", "role", "job")
+    assert {key: found[key] for key in keys} == {
+        "namespace": "inference",
+        "pod": "assistant-gate-7c4d9",
+        naming.SERIES_ENDPOINT_LABEL: "assistant",
+        naming.SERIES_ROLE_LABEL: "gate",
+        "job": "proxy",
+    }
+    (unserved,) = [metric for metric in series(PROXY_UNSERVED) if metric["pod"] == "assistant-gate-7c4d9"]
+    assert unserved["backend"] == "server"
+    assert scraped()["queries"][GATE_REQUESTS] == ["2"]
+    assert GATE_REQUESTS.removeprefix("sum(").removesuffix(")") in wake_query("inference", "assistant", "gate")
 
 
 def test_a_gpu_series_names_the_pod_that_holds_the_gpu_and_its_endpoint_and_role() -> None:
@@ -223,4 +253,5 @@ def test_the_dashboard_counts_a_roles_scraped_pods_and_reads_0_for_a_role_withou
     """One decode pod scraped (the pending one is not a target, prefill's bootstrap port is not
     either): decode counts 1, prefill, with no target of its own, 0 rather than no data."""
     prefill, decode = POD_COUNTS
-    assert scraped()["queries"] == {prefill: ["0"], decode: ["1"]}
+    answers = scraped()["queries"]
+    assert {prefill: answers[prefill], decode: answers[decode]} == {prefill: ["0"], decode: ["1"]}

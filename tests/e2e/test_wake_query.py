@@ -4,7 +4,8 @@ configuration the chart renders from our values, given the targets Kubernetes po
 give for the rendered proxy pod (one per container port), and the queries of both rendered
 ScaledObjects' ``wake`` triggers (tests/e2e/wake_scrape_driver.py). Before any request they read 0
 (KEDA: not active, the roles stay at zero); one request, answered 503, makes them read 1 (active:
-KEDA scales each role from 0 to 1)."""
+KEDA scales each role from 0 to 1). The same for a classic endpoint's gate (the program with
+``--forward``, its server Service not resolving) and its server's ScaledObject."""
 
 from __future__ import annotations
 
@@ -21,18 +22,22 @@ from components import naming
 from components.metric_table import PROXY_REQUESTS
 from components.platform.prometheus import prometheus_values
 from components.render.autoscaling import wake_query
+from components.render.classic import classic_objects
 from components.render.mooncake import mooncake_objects
 from components.spec.metrics import Metrics
 from tests.e2e.namespace import run_driver
+from tests.e2e.test_gate import SCALING, rendered_gate
 from tests.e2e.test_mooncake_proxy import ADMIN_KEY, PORT, rendered_proxy
 from tests.e2e.test_proxy_scale_to_zero import at_zero
 from tests.prometheus_config import rendered_config
 from tests.prometheus_tools import binary
+from tests.unit.stack_builders import placed_endpoint, with_classic
 
 POD = "chat-proxy-6f8d"
+GATE_POD = "chat-gate-7c4d9"
 
 
-def discovered(namespace: str, template: dict[str, Any]) -> list[dict[str, Any]]:
+def discovered(namespace: str, template: dict[str, Any], pod: str = POD) -> list[dict[str, Any]]:
     """What Kubernetes pod discovery gives for a running pod of ``template``: a target per container
     port, with the pod's labels as ``__meta_kubernetes_pod_label_*`` (characters outside
     [a-zA-Z0-9_] become '_', as Prometheus's discovery writes them)."""
@@ -45,7 +50,7 @@ def discovered(namespace: str, template: dict[str, Any]) -> list[dict[str, Any]]
         for port in container.get("ports", []):
             meta = {
                 "__meta_kubernetes_namespace": namespace,
-                "__meta_kubernetes_pod_name": POD,
+                "__meta_kubernetes_pod_name": pod,
                 "__meta_kubernetes_pod_node_name": "ip-10-0-0-1",
                 "__meta_kubernetes_pod_ip": "127.0.0.1",
                 "__meta_kubernetes_pod_phase": "Running",
@@ -89,9 +94,44 @@ def scene(program_dir: Path) -> dict[str, Any]:
     return run_driver("tests.e2e.wake_scrape_driver", json.dumps(spec), mount=True, timeout=180)
 
 
+def gate_scene(program_dir: Path) -> dict[str, Any]:
+    endpoint = placed_endpoint(with_classic({"autoscaling": SCALING}))
+    objects = classic_objects(endpoint)
+    queries = [t["metadata"]["query"] for t in objects["autoscaler"]["spec"]["triggers"] if t.get("name") == "wake"]
+    assert queries == [wake_query(endpoint.namespace, endpoint.name, "gate")]
+    config = rendered_config(prometheus_values(Metrics()))
+    targets: dict[str, list[dict[str, Any]]] = {job["job_name"]: [] for job in config["scrape_configs"]}
+    targets["proxy"] = discovered(endpoint.namespace, objects["gate"]["spec"]["template"], GATE_POD)
+    targets["inference"] = list(targets["proxy"])  # what the inference job would list too: it keeps none
+    gate = rendered_gate(program_dir)
+    spec = {
+        "prometheus": binary("prometheus"),
+        "config": config,
+        "targets": targets,
+        "proxy": {"argv": gate["argv"], "env": {}},
+        "path": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "queries": queries,
+        "counter": PROXY_REQUESTS,
+        "proxy_port": 8000,
+        # The Scene's names: the server Service's name (chat.inference.svc) is not among them, so the
+        # gate finds no server, as at zero.
+        "prefill_service": f"chat-prefill.{endpoint.namespace}.svc",
+        "decode_host": f"chat-decode.{endpoint.namespace}.svc",
+        "port": PORT,
+        "bootstrap_port": 8998,
+        "api_key": ADMIN_KEY,
+    }
+    return run_driver("tests.e2e.wake_scrape_driver", json.dumps(spec), mount=True, timeout=180)
+
+
 @pytest.fixture(scope="module")
 def woken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return scene(tmp_path_factory.mktemp("proxy-program"))
+
+
+@pytest.fixture(scope="module")
+def gate_woken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return gate_scene(tmp_path_factory.mktemp("gate-program"))
 
 
 pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
@@ -114,3 +154,16 @@ def test_the_counter_is_stored_with_the_labels_the_query_selects(woken: dict[str
     selected = (series["namespace"], series[naming.SERIES_ENDPOINT_LABEL], series[naming.SERIES_ROLE_LABEL])
     assert selected == ("inference", "chat", "proxy")
     assert series["pod"] == POD
+
+
+def test_a_gated_servers_wake_query_reads_zero_then_one_once_the_gate_answered_a_request_503(
+    gate_woken: dict[str, Any],
+) -> None:
+    assert gate_woken["before"] == [[0.0]]
+    assert sorted((up["job"], up["pod"]) for up in gate_woken["targets"]) == [("proxy", GATE_POD)]
+    assert gate_woken["request"]["status"] == 503
+    assert gate_woken["request"]["body"]["error"]["type"] == "scaled_to_zero"
+    assert gate_woken["after"] == [[1.0]]
+    (series,) = gate_woken["series"]
+    selected = (series["namespace"], series[naming.SERIES_ENDPOINT_LABEL], series[naming.SERIES_ROLE_LABEL])
+    assert selected == ("inference", "chat", "gate")

@@ -92,6 +92,16 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
         },
         None,
     ),
+    # The server may go to zero: a gate in front counts requests and wakes it, the route goes through
+    # it, the canary's share straight to the canary (docs/metrics.md, 'Scale to zero').
+    "scale-to-zero": (
+        {
+            "autoscaling": {"min_replicas": 0, "max_replicas": 3, "metrics": ["queue:4"]},
+            "canary": {"image": "vllm/vllm-openai:v0.34.0", "weight": 10, "replicas": 1},
+            "health_check_path": "/ready",
+        },
+        None,
+    ),
     "stopped": (
         {
             "desired_state": "stopped",
@@ -338,7 +348,9 @@ def test_every_namespace_asks_the_load_balancer_controller_for_readiness_gates(f
 def test_a_route_health_checks_its_backends_readiness_path_for_200(family: str, case: str) -> None:
     """The ALB checks what the kubelet's readiness probe checks, and wants 200: on servers the framework's
     health path, which vLLM, SGLang and TGI (/health) and Triton (/v2/health/ready) answer when they serve;
-    on a split Mooncake endpoint's proxy its /health, 200 while it reaches a prefill engine and decode."""
+    on a split Mooncake endpoint's proxy (and a classic endpoint's gate) its /health, 200 while it can serve.
+    A Service's own health-check annotation is what its target group gets (the load balancer controller
+    merges the Service's annotations over the Ingress's: v3.4.2 pkg/ingress/model_build_target_group.go)."""
     documents = rendered(family, case)
     (ingress,) = [document for document in documents if document["kind"] == "Ingress"]
     annotations = ingress["metadata"]["annotations"]
@@ -356,7 +368,8 @@ def test_a_route_health_checks_its_backends_readiness_path_for_200(family: str, 
         ]
         assert len(pods) == 1, backend
         (probe,) = [c["readinessProbe"] for c in pods[0]["spec"]["containers"] if "readinessProbe" in c]
-        assert annotations["alb.ingress.kubernetes.io/healthcheck-path"] == probe["httpGet"]["path"]
+        checked = {**annotations, **service["metadata"].get("annotations", {})}
+        assert checked["alb.ingress.kubernetes.io/healthcheck-path"] == probe["httpGet"]["path"], backend
 
 
 SERVER_CONTAINERS = ("Deployment", "StatefulSet")

@@ -1,7 +1,8 @@
 """Scale to zero (``min_replicas: 0``): accepted for the prefill and decode roles of a split Mooncake
-endpoint, whose proxy counts requests and so can wake them; refused, naming the field and why, where
-nothing would (a classic endpoint, mode 'store'). What an accepted one renders: the user's triggers,
-plus the wake trigger on the proxy's request counter and an explicit cooldown, held to KEDA's CRD."""
+endpoint, whose proxy counts requests and so can wake them (a classic endpoint's gate: test_gate.py);
+refused, naming the field and why, where nothing would (mode 'store', a classic TGI endpoint). What an
+accepted one renders: the user's triggers, plus the wake trigger on the proxy's request counter and an
+explicit cooldown, held to KEDA's CRD."""
 
 from __future__ import annotations
 
@@ -76,13 +77,13 @@ def test_the_canary_set_of_an_endpoint_at_zero_has_no_autoscaler() -> None:
     assert "canary-proxy" in objects
 
 
-def test_a_classic_endpoint_at_zero_is_refused_naming_the_field_the_load_balancer_and_the_fix() -> None:
-    (problem,) = rejected(with_classic({"autoscaling": {"min_replicas": 0, "max_replicas": 2}}))
+def test_a_classic_endpoint_whose_image_cannot_run_the_gate_is_refused_naming_the_field_and_the_fix() -> None:
+    """A classic vLLM or SGLang endpoint at zero gets a gate (tests/unit/test_gate.py); TGI's image cannot run it."""
+    tgi = {"image": "ghcr.io/huggingface/text-generation-inference:3.3.7"}
+    (problem,) = rejected(with_classic({"autoscaling": {"min_replicas": 0, "max_replicas": 2}, **tgi}))
     assert problem.path == "endpoints.chat.autoscaling.min_replicas"
-    assert "nothing would wake it" in problem.message
-    assert "load balancer" in problem.message
+    assert "TGI's image" in problem.message
     assert "keep min_replicas at 1 or more" in problem.message
-    assert "split Mooncake endpoint" in problem.message
 
 
 def test_a_store_mode_role_at_zero_is_refused_saying_no_proxy_counts_its_requests() -> None:

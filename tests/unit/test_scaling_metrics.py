@@ -241,8 +241,9 @@ def test_gpu_metrics_are_refused_on_neuron() -> None:
     assert "neuron" in problems[0].message
 
 
-def test_scaling_a_classic_endpoint_to_zero_is_refused_saying_nothing_would_wake_it() -> None:
-    (problem,) = rejected(with_classic({"autoscaling": {"min_replicas": 0, "max_replicas": 2}}))
+def test_scaling_a_classic_triton_endpoint_to_zero_is_refused_saying_its_image_cannot_run_the_gate() -> None:
+    triton = {"image": "nvcr.io/nvidia/tritonserver:25.10-py3", "model": DELETE, "model_path": "/models/repository"}
+    (problem,) = rejected(with_classic({"autoscaling": {"min_replicas": 0, "max_replicas": 2}, **triton}))
     assert problem.path == "endpoints.chat.autoscaling.min_replicas"
-    assert "nothing would wake it" in problem.message
-    assert "load balancer" in problem.message
+    assert "Triton's image" in problem.message
+    assert "aiohttp" in problem.message

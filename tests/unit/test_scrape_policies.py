@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from components import naming
-from components.platform.prometheus import PROXY_COMPONENT, PROXY_CONTAINER, proxy_job
+from components.platform.prometheus import FRONT_COMPONENTS, PROXY_CONTAINER, proxy_job
 from components.render.endpoint import endpoint_objects
 from components.render.kube import metrics_port
 from components.render.mooncake_store import MASTER_RPC_PORT, METADATA_PORT, REAL_CLIENT_PORT
@@ -32,6 +32,9 @@ TRITON = {
 }
 
 
+ZERO = {"min_replicas": 0, "max_replicas": 2, "metrics": ["queue:4"]}
+
+
 def mooncake(mode: str, **extra: Any) -> dict[str, Any]:
     topology = {"topology": {"prefill": 2, "decode": 1}} if mode != "store" else {}
     return {**TCP_GPU, "mooncake": {"mode": mode, "transfer": {"protocol": "tcp"}, **topology}, **extra}
@@ -48,7 +51,14 @@ ENDPOINTS = {
     "two-node-decode": mooncake_endpoint(
         {"node_group": "p5", "gpu_count": 8, "mooncake": {"roles": {"decode": {"nodes": 2}}}}
     ),
+    # Classic endpoints that may scale to zero: a gate in front of the server.
+    "vllm-gated": classic_endpoint(
+        {"autoscaling": ZERO, "canary": {"image": "vllm/vllm-openai:v0.34.0", "weight": 10}}
+    ),
+    "sglang-gated": classic_endpoint({"image": "lmsysorg/sglang:v0.5.6", "autoscaling": ZERO}),
 }
+FRONTS = ["disaggregated", "both", "vllm-gated", "sglang-gated"]
+"""The cases with pods running the proxy program: a proxy, or a gate."""
 SCRAPER = Pod(naming.METRICS_NAMESPACE, {**naming.SCRAPER_LABELS, "app.kubernetes.io/instance": "prometheus"})
 OTHERS = {
     "grafana in the metrics namespace": Pod(naming.METRICS_NAMESPACE, {"app.kubernetes.io/name": "grafana"}),
@@ -95,11 +105,11 @@ def probe_ports(workload: dict[str, Any]) -> set[int]:
 
 
 def scraped_port(pod: Pod, port: int) -> int | None:
-    """The port the scraper is meant to reach on ``pod``: a server's metrics port, a proxy's 8090."""
+    """The port the scraper is meant to reach on ``pod``: a server's metrics port, a proxy's (a gate's) 8090."""
     component = pod.labels["app.kubernetes.io/component"]
     if component in SERVER_ROLES:
         return port
-    return PROXY_METRICS_PORT if component == PROXY_COMPONENT else None
+    return PROXY_METRICS_PORT if component in FRONT_COMPONENTS else None
 
 
 @pytest.mark.parametrize("case", list(ENDPOINTS))
@@ -131,11 +141,11 @@ def test_no_other_pod_gains_the_metrics_port(case: str, other: str) -> None:
             assert found == admitted(policies, bystander, target, probe), f"{name}:{probe}"
 
 
-@pytest.mark.parametrize("case", ["disaggregated", "both"])
+@pytest.mark.parametrize("case", FRONTS)
 def test_a_proxy_admits_its_metrics_port_from_the_scraper_only_and_its_serving_port_from_anyone(case: str) -> None:
     """The composition can fail: no one else reaches 8090, while the load balancer still reaches 8000."""
     policies, pods, _ = rendered(case)
-    proxies = [pod for pod, _ in pods.values() if pod.labels["app.kubernetes.io/component"] == PROXY_COMPONENT]
+    proxies = [pod for pod, _ in pods.values() if pod.labels["app.kubernetes.io/component"] in FRONT_COMPONENTS]
     assert len(proxies) == (2 if case == "both" else 1)  # "both" has a canary set, with its own proxy
     bystander = Pod("default", {"app": "bystander"})
     for target in proxies:
@@ -144,7 +154,7 @@ def test_a_proxy_admits_its_metrics_port_from_the_scraper_only_and_its_serving_p
         assert admitted(policies, bystander, target, PROXY_PORT)
 
 
-@pytest.mark.parametrize("case", ["disaggregated", "both"])
+@pytest.mark.parametrize("case", FRONTS)
 def test_prometheus_scrapes_the_proxy_at_the_port_the_policies_open(case: str) -> None:
     """The proxy job keeps the container and the port name the proxy's pods declare (the e2e test,
     tests/e2e/test_metrics_scrape.py, holds what it keeps)."""
@@ -156,7 +166,7 @@ def test_prometheus_scrapes_the_proxy_at_the_port_the_policies_open(case: str) -
     assert kept[("__meta_kubernetes_pod_container_name",)] == PROXY_CONTAINER
     assert kept[("__meta_kubernetes_pod_container_port_name",)] == METRICS_PORT_NAME
     for pod, workload in pods.values():
-        if pod.labels["app.kubernetes.io/component"] != PROXY_COMPONENT:
+        if pod.labels["app.kubernetes.io/component"] not in FRONT_COMPONENTS:
             continue
         (container,) = workload["spec"]["template"]["spec"]["containers"]
         assert container["name"] == PROXY_CONTAINER

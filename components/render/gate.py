@@ -1,0 +1,104 @@
+"""The gate of a classic endpoint whose server may scale to zero (``autoscaling.min_replicas: 0``).
+
+Nothing but the load balancer is in front of a classic server, and it answers 503 itself while no
+target is registered: no request reaches anything a scaler could count. So such an endpoint gets a
+gate: the proxy program (``proxy_program.py``) with ``--forward``, two replicas that never scale to
+zero, between the route and the server Service. It forwards every request as it came, counts them on
+``/metrics`` (port 8090, the ``proxy`` scrape job's ``role="gate"`` series), answers 503
+``scaled_to_zero`` with ``Retry-After`` while the server has no pod, and stays healthy meanwhile, so
+the route keeps sending it the requests that wake the server (components/render/autoscaling.py,
+``wake_query``). It exists only for ``min_replicas: 0``: it costs two small pods and one more hop.
+
+It runs with the python3 of the endpoint's own image, which must carry aiohttp: vLLM's and SGLang's
+do (components/spec/autoscaling.py, ``GATELESS``, names the frameworks whose images do not).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from components import naming
+from components.render.classic import pod_disruption_budget, service
+from components.render.kube import endpoint_pods, network_policy, scraper_rule, tcp_ports
+from components.render.placement import PlacedEndpoint
+from components.render.proxy import (
+    PROGRAM_DIR,
+    PROGRAM_FILE,
+    PROXY_CONTAINER,
+    PROXY_HEALTH_PATH,
+    PROXY_METRICS_PORT,
+    PROXY_PORT,
+    REFRESH_SECONDS,
+    front_deployment,
+    program_config_map,
+)
+from components.render.route import IDLE_TIMEOUT_SECONDS, SERVICE_PORT
+from components.spec.endpoint import Endpoint
+
+GATE_HEALTH_PATH = PROXY_HEALTH_PATH
+"""The gate's own /health: 200 while the server answers, or while it is at zero (then naming it)."""
+
+
+def has_gate(spec: Endpoint) -> bool:
+    """Whether the endpoint is a classic one with a gate: its autoscaler may take the server to zero."""
+    scaling = spec.autoscaling
+    return spec.mooncake is None and scaling is not None and scaling.enabled and scaling.min_replicas == 0
+
+
+def gated(endpoint: PlacedEndpoint) -> bool:
+    return has_gate(endpoint.spec)
+
+
+def server_url(endpoint: PlacedEndpoint) -> str:
+    """The server Service, where the gate sends every request."""
+    return f"http://{naming.object_name(endpoint.name, 'server')}.{endpoint.namespace}.svc:{SERVICE_PORT}"
+
+
+def gate_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    args = [
+        "--host",
+        "0.0.0.0",
+        "--port",
+        str(PROXY_PORT),
+        "--forward",
+        server_url(endpoint),
+        "--forward-health",
+        endpoint.spec.health_check_path,
+        "--refresh-seconds",
+        str(REFRESH_SECONDS),
+        # Longer than the load balancer's idle timeout, so it never reuses a connection we closed.
+        "--keepalive-seconds",
+        str(IDLE_TIMEOUT_SECONDS + 30),
+        "--metrics-port",
+        str(PROXY_METRICS_PORT),
+        "--scale-to-zero",
+        "server",
+    ]
+    return {
+        "name": PROXY_CONTAINER,
+        "image": endpoint.image,
+        "command": ["python3", f"{PROGRAM_DIR}/{PROGRAM_FILE}"],
+        "args": args,
+    }
+
+
+def gate_objects(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
+    """The gate's ConfigMap (the program), Deployment, Service, disruption budget and NetworkPolicy:
+    its serving port from anywhere (the load balancer), its metrics port from the region's Prometheus."""
+    name = naming.object_name(endpoint.name, "gate")
+    rules = [{"ports": tcp_ports((PROXY_PORT, PROXY_PORT))}, scraper_rule(PROXY_METRICS_PORT)]
+    return {
+        "gate-program": program_config_map(endpoint, "gate"),
+        "gate": front_deployment(endpoint, "gate", gate_container(endpoint)),
+        "gate-service": service(endpoint, "gate"),
+        "gate-disruption-budget": pod_disruption_budget(endpoint, "gate"),
+        "gate-network-policy": network_policy(name, endpoint, endpoint_pods(endpoint, "gate"), rules),
+    }
+
+
+def server_rules(endpoint: PlacedEndpoint, metrics_port: int) -> list[dict[str, Any]]:
+    """Into a gated server's pods: its port from the gate's pods only, and the region's Prometheus to
+    its metrics port (the server port itself when the framework has no port of its own)."""
+    port = endpoint.spec.port
+    gate = {"from": [{"podSelector": endpoint_pods(endpoint, "gate")}], "ports": tcp_ports((port, port))}
+    return [gate, scraper_rule(metrics_port)]

@@ -1,0 +1,124 @@
+"""A stand-in for a classic endpoint's server behind its gate (tests/e2e/test_gate.py): its health
+path answers 200; ``POST /v1/completions`` with ``"stream": true`` answers server-sent events (three
+chunks, then ``data: [DONE]``), and with the prompt ``HOLD_PROMPT`` sends one event and holds the
+stream open until the gate goes away, counting the streams cut that way (``GET /standin/cut``);
+every other request is echoed as JSON (method, path, query, body, headers) with the status the
+path ``/status/<code>`` names (200 otherwise) and a header ``X-Standin: echo``.
+
+Standard library only, so the gate is tested against another HTTP implementation than its own.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import threading
+import time
+import urllib.parse
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+
+HOLD_PROMPT = "hold the stream"
+HOLD_SECONDS = 30.0
+CUT = {"streams": 0}
+LOCK = threading.Lock()
+
+
+def handler(health_path: str) -> type[BaseHTTPRequestHandler]:
+    class Server(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            pass
+
+        def send_json(self, status: int, value: Any, headers: dict[str, str] | None = None) -> None:
+            body = json.dumps(value).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(body)))
+            for name, header in (headers or {}).items():
+                self.send_header(name, header)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def body(self) -> bytes:
+            return self.rfile.read(int(self.headers.get("Content-Length", "0")))
+
+        def echo(self) -> None:
+            url = urllib.parse.urlsplit(self.path)
+            body = self.body()
+            status = int(url.path.removeprefix("/status/")) if url.path.startswith("/status/") else 200
+            seen = {
+                "method": self.command,
+                "path": url.path,
+                "query": url.query,
+                "body": body.decode(),
+                "headers": {name.lower(): value for name, value in self.headers.items()},
+            }
+            self.send_json(status, seen, {"X-Standin": "echo"})
+
+        def do_GET(self) -> None:
+            if self.path == health_path:
+                self.send_json(200, {})
+            elif self.path == "/standin/cut":
+                with LOCK:
+                    self.send_json(200, dict(CUT))
+            else:
+                self.echo()
+
+        def do_DELETE(self) -> None:
+            self.echo()
+
+        def do_PUT(self) -> None:
+            self.echo()
+
+        def do_POST(self) -> None:
+            if self.path != "/v1/completions":
+                return self.echo()
+            raw = self.body()
+            request = json.loads(raw)
+            if not request.get("stream"):
+                return self.send_json(200, {"choices": [{"text": "hello back"}]})
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Connection", "close")  # no length: the stream ends with the connection
+            self.end_headers()
+            try:
+                if request.get("prompt") == HOLD_PROMPT:
+                    self.event({"choices": [{"text": "first"}]})
+                    until = time.monotonic() + HOLD_SECONDS
+                    while time.monotonic() < until:
+                        time.sleep(0.1)
+                        self.wfile.write(b": still generating\n\n")
+                        self.wfile.flush()
+                    return
+                for index in range(3):
+                    self.event({"choices": [{"text": f"part {index}"}]})
+                    time.sleep(0.05)
+                self.wfile.write(b"data: [DONE]\n\n")
+                self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                with LOCK:
+                    CUT["streams"] += 1
+            self.close_connection = True
+
+        def event(self, value: Any) -> None:
+            self.wfile.write(f"data: {json.dumps(value)}\n\n".encode())
+            self.wfile.flush()
+
+    return Server
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--host", required=True)
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--health-path", required=True)
+    arguments = parser.parse_args()
+    server = ThreadingHTTPServer((arguments.host, arguments.port), handler(arguments.health_path))
+    server.daemon_threads = True
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
