@@ -10,14 +10,15 @@ and the condition ScalingActive, False with the reason when it could read none. 
 query that finds no series as 0, each prometheus trigger's query is also asked of the region's
 Prometheus (through the API server's service proxy) and must find its series.
 
-At zero (a role of a split endpoint with ``min_replicas: 0``, KEDA scaled it to 0 replicas) the
+At zero (a role of a split endpoint, or a classic endpoint's server, with ``min_replicas: 0``, KEDA
+scaled it to 0 replicas) the
 HPA computes nothing: the HPA controller (kubernetes pkg/controller/podautoscaler/horizontal.go,
 reconcileAutoscaler, v1.30 to v1.36) sets ScalingActive False with the reason ``ScalingDisabled``
 ("scaling is disabled since the replica count of the target is zero") and no currentMetrics, and
 KEDA (v2.20.2 pkg/scaling/executor/scale_scaledobjects.go) sets Active False, ScalerNotActive. The
 pods' series are gone with the pods. What must hold then is what wakes the role: its ``wake``
-trigger, whose query reads the requests the endpoint's proxy counted, must find the proxy's series
-(the proxy is scraped); the other triggers' series are not required."""
+trigger, whose query reads the requests the endpoint's proxy (a classic endpoint's gate) counted, must
+find its series (it is scraped); the other triggers' series are not required."""
 
 from __future__ import annotations
 
@@ -188,7 +189,7 @@ def judge_at_zero(scaled_object: Mapping[str, Any], ask: Callable[[str], Mapping
     if not result:
         raise CheckError(
             f"ScaledObject {name} is at zero and its wake trigger's query returns no series, which KEDA reads as 0 "
-            f"and never wakes it (is Prometheus scraping the endpoint's proxy?): {query}"
+            f"and never wakes it (is Prometheus scraping the endpoint's proxy or gate?): {query}"
         )
     value = str(result[0].get("value", [None, ""])[1])
     return f"{name}: at zero, waiting for its wake trigger ({WAKE_TRIGGER}={value})", value

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from components.naming import canary_set_name
+from components.render.gate import has_gate
 from components.render.proxy import PROXY_HEALTH_PATH
 from components.spec import Endpoint, StackSpec
 from components.spec.errors import ProblemsError
@@ -208,8 +209,9 @@ def verify(spec: StackSpec, outputs: dict[str, Any], client: Client, arguments: 
 
 def health_path(endpoint: Endpoint) -> str:
     """What the route health-checks: the proxy's /health in front of split Mooncake roles (200 only
-    while it reaches a prefill engine and decode), the server's own path otherwise."""
-    if endpoint.mooncake is not None and endpoint.mooncake.split:
+    while it reaches a prefill engine and decode), the gate's in front of a classic server that may
+    scale to zero (200 while the server answers or is at zero), the server's own path otherwise."""
+    if (endpoint.mooncake is not None and endpoint.mooncake.split) or has_gate(endpoint):
         return PROXY_HEALTH_PATH
     return endpoint.health_check_path or "/health"
 
@@ -317,7 +319,7 @@ def cluster_checks(
 
 
 def _health(client: Client, url: str) -> str:
-    """200, and the roles a split endpoint's proxy says are at zero (it stays healthy then)."""
+    """200, and the roles a split endpoint's proxy (the server a gate) says are at zero (it stays healthy then)."""
     status, answer = client.request("GET", url)
     if status != 200:
         raise CheckError(f"GET {url}: HTTP {status}")

@@ -24,9 +24,9 @@ class TritonModel:
 
 
 SCALED_TO_ZERO = "scaled_to_zero"
-"""The error type of the 503 a split endpoint's proxy answers while its roles are at zero, and the
-key of its /health body naming those roles (components/render/proxy_program.py; the program runs
-alone in its pod and imports nothing of ours)."""
+"""The error type of the 503 a split endpoint's proxy (a classic endpoint's gate) answers while its
+roles (its server) are at zero, and the key of its /health body naming them
+(components/render/proxy_program.py; the program runs alone in its pod and imports nothing of ours)."""
 
 
 class ScaledToZeroError(CheckError):

@@ -16,7 +16,10 @@ zero (cases ``zero-*``) have a route that answers as their proxy does while the 
 ones the program renders for the stack file, with the status KEDA writes; their HPAs report
 ScalingDisabled while the roles are at zero and a current value per metric once awake; the
 region's Prometheus (through the service proxy) finds the proxy's series for the wake query (1
-once a request was counted) and the roles' series only once they are awake.
+once a request was counted) and the roles' series only once they are awake. A classic endpoint scaled
+to zero (case ``gated-wakes``) is the same scene behind its gate: the route answers as the gate does
+(503 naming the server; the gate's /health 200, the server's own health path not served by the
+route), its server's ScaledObject wakes on the gate's series.
 """
 
 from __future__ import annotations
@@ -40,7 +43,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, generate_latest
 
-from components.render.mooncake import mooncake_objects
+from components.render.endpoint import endpoint_objects
 from components.render.placement import placed
 from fleetctl.stackfile import load_stack
 from fleetctl.verify.autoscaler import PROMETHEUS_QUERY
@@ -52,7 +55,7 @@ TOKEN = "k8s-aws-v1.verify-test-token"
 NAMESPACE = "inference"
 SHARES = {"canary-good": 0.10, "canary-tgi": 0.10, "canary-skewed": 0.5, "pdc-skewed": 0.5}
 """The share of requests the route really sends to the canary, per case."""
-ASLEEP_REQUESTS = {"zero-wakes": 3, "zero-asleep": 10**9}
+ASLEEP_REQUESTS = {"zero-wakes": 3, "zero-asleep": 10**9, "gated-wakes": 2}
 """Completions a case's proxy answers at zero before its roles serve (each one counted, as a wake)."""
 RETRY_AFTER_SECONDS = 1
 """The proxy's --retry-after-seconds in these scenes (30 by default)."""
@@ -171,6 +174,10 @@ class Cluster:
                     self.add(case, role, name).log("server", RDMA_FOUND)
                 self.asleep[case] = ASLEEP_REQUESTS[case]
                 self.counted[case] = 0
+            elif case.startswith("gated"):  # the server pod once awake
+                self.add(case, "server", f"{case}-6d5f8-0")
+                self.asleep[case] = ASLEEP_REQUESTS[case]
+                self.counted[case] = 0
             elif case.startswith("rdma-group"):
                 # Roles spanning two nodes: LeaderWorkerSet leaders <name>-<role>-0, workers <name>-<role>-0-1,
                 # with the role's labels; the decode group's worker fell back to TCP.
@@ -185,7 +192,7 @@ class Cluster:
             _, spec = load_stack(Path(stack_file))
             for placement in spec.placements:
                 if placement.endpoint in self.asleep:
-                    for manifest in mooncake_objects(placed(spec, placement), None).values():
+                    for manifest in endpoint_objects(placed(spec, placement)).values():
                         if manifest["kind"] == "ScaledObject":
                             self.scaled_objects[manifest["metadata"]["name"]] = (placement.endpoint, manifest)
 
@@ -232,11 +239,12 @@ class Cluster:
                 "status": status}  # fmt: skip
 
     def prometheus(self, query: str) -> dict[str, Any]:
-        """The wake query finds the proxy's series (1 once it counted a request); a role's own
-        series exist only while it is awake."""
+        """The wake query finds the proxy's (the gate's) series (1 once it counted a request); a role's
+        own series exist only while it is awake."""
         result: list[dict[str, Any]] = []
         for case in self.counted:
-            if f'endpoint="{case}",role="proxy"' in query:
+            front = "gate" if case.startswith("gated") else "proxy"
+            if f'endpoint="{case}",role="{front}"' in query:
                 result = [{"metric": {}, "value": [time.time(), "1" if self.counted[case] else "0"]}]
             elif f'endpoint="{case}"' in query and not self.asleep[case]:
                 result = [{"metric": {}, "value": [time.time(), "0"]}]
@@ -264,6 +272,9 @@ class Cluster:
             if canary and case == "canary-broken":
                 return False
             self.random.choice(self.of(case, "canary" if canary else "server")).serve()
+            return True
+        if case.startswith("gated"):
+            self.of(case, "server")[0].serve()
             return True
         later = threading.Timer(0.5, self.after_request, (case,))
         later.daemon = True
@@ -410,6 +421,14 @@ class Route(BaseHTTPRequestHandler):
 
     def do_GET(self) -> None:
         case = self.path.lstrip("/").split("/")[0]
+        if case.startswith("gated"):  # the gate answers its own /health; the server's path is not its own
+            if not self.path.endswith("/health"):
+                self.answer({"detail": "Not Found"}, status=404)
+            elif self.cluster.asleep[case] > 0:
+                self.answer({"server": False, "answered": 0, "scaled_to_zero": ["server"]})
+            else:
+                self.answer({"server": True, "answered": 1, "scaled_to_zero": []})
+            return
         if self.cluster.asleep.get(case, 0) > 0 and self.path.endswith("/health"):
             self.answer({"prefill": {}, "decode": False, "answered": 0, "scaled_to_zero": ["prefill", "decode"]})
             return
@@ -424,6 +443,8 @@ class Route(BaseHTTPRequestHandler):
             self.cluster.asleep[case] -= 1
             self.cluster.counted[case] += 1
             message = "prefill and decode scaled to zero: this request wakes them; retry in a few minutes"
+            if case.startswith("gated"):
+                message = "server scaled to zero: this request wakes it; retry in a few minutes"
             body = json.dumps({"error": {"message": message, "type": "scaled_to_zero", "code": 503}}).encode()
             self.send_response(503)
             self.send_header("Content-Type", "application/json")

@@ -62,6 +62,10 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
     "pdc-crossed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
     "zero-wakes": mooncake_endpoint({"node_group": "gpu", "mooncake": {**TCP, "autoscaling": AT_ZERO}}),
     "zero-asleep": mooncake_endpoint({"node_group": "gpu", "mooncake": {**TCP, "autoscaling": AT_ZERO}}),
+    # A classic endpoint at zero behind its gate; its server's own health path is not the gate's.
+    "gated-wakes": classic_endpoint(
+        {"autoscaling": {"min_replicas": 0, "max_replicas": 2, "metrics": ["queue:4"]}, "health_check_path": "/ready"}
+    ),
     "storec-good": mooncake_endpoint(
         {
             "node_group": "gpu",
@@ -134,7 +138,8 @@ def check(result: dict[str, Any], endpoint: str, name: str) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def result(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run(tmp_path_factory.mktemp("cluster"), [case for case in ENDPOINTS if not case.startswith("zero")])
+    cases = [case for case in ENDPOINTS if not case.startswith(("zero", "gated"))]
+    return run(tmp_path_factory.mktemp("cluster"), cases)
 
 
 @pytest.mark.parametrize(
@@ -273,7 +278,8 @@ def test_an_api_server_another_authority_signed_is_refused(tmp_path: Path, tls: 
 
 @pytest.fixture(scope="module")
 def at_zero(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    return run(tmp_path_factory.mktemp("zero"), ["zero-wakes", "zero-asleep"], extra=("--wake-wait", "4"))
+    cases = ["zero-wakes", "zero-asleep", "gated-wakes"]
+    return run(tmp_path_factory.mktemp("zero"), cases, extra=("--wake-wait", "4"))
 
 
 def test_an_endpoint_at_zero_is_waited_for_and_its_checks_run_once_it_woke(at_zero: dict[str, Any]) -> None:
@@ -334,3 +340,18 @@ def test_with_wake_wait_0_the_request_that_woke_it_is_reported_unverified(tmp_pa
         "zero-wakes-decode: at zero, waiting for its wake trigger (wake=1)",
     )
     assert found["code"] == 1
+
+
+def test_a_classic_endpoint_at_zero_is_checked_through_its_gate_as_a_split_one_through_its_proxy(
+    at_zero: dict[str, Any],
+) -> None:
+    """The route's health check is the gate's /health (the route here does not serve the server's /ready);
+    the request waits for the wake; the server's ScaledObject wakes on the gate's series."""
+    health = check(at_zero, "gated-wakes", "health")
+    assert (health["status"], health["detail"]) == ("passed", "HTTP 200 (scaled to zero: server)")
+    request = check(at_zero, "gated-wakes", "request")
+    assert request["status"] == "passed", request
+    assert re.fullmatch(r" Paris\. \(woke from zero \d+ s after the first request, asked 3 times\)", request["detail"])
+    autoscaler = check(at_zero, "gated-wakes", "autoscaler active")
+    assert autoscaler["status"] == "passed", autoscaler
+    assert autoscaler["detail"].startswith("gated-wakes: queue=0 per replica, wake=0 per replica")

@@ -151,7 +151,7 @@ def test_at_zero_a_wake_query_without_series_fails_naming_the_proxys_scrape() ->
         active(at_zero(answer()))
     assert str(failed.value) == (
         "ScaledObject chat-prefill is at zero and its wake trigger's query returns no series, which KEDA reads as 0 "
-        f"and never wakes it (is Prometheus scraping the endpoint's proxy?): {WAKE_QUERY}"
+        f"and never wakes it (is Prometheus scraping the endpoint's proxy or gate?): {WAKE_QUERY}"
     )
 
 
