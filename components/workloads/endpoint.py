@@ -36,6 +36,8 @@ class InferenceEndpointArgs:
 
 
 ROLLING_KINDS = ("Deployment", "StatefulSet")
+GATE_PART = "gate"
+"""The part of a classic endpoint's gate Deployment (components/render/gate.py), rendered before its route."""
 STATIC_FIELDS = ("apiVersion", "kind", "metadata")
 
 
@@ -66,23 +68,30 @@ class InferenceEndpoint(pulumi.ComponentResource):
         super().__init__("inference-fleet:workloads:InferenceEndpoint", name, None, opts)
         endpoint = args.endpoint
         route: k8s.networking.v1.Ingress | None = None
-        for manifest in rendered(endpoint, args.cold_tier_bucket).values():
+        registered: dict[str, pulumi.Resource] = {}
+        for part, manifest in rendered(endpoint, args.cold_tier_bucket).items():
             kind = manifest["kind"]
             timeouts = None
+            depends_on = list(args.depends_on)
             if kind in ROLLING_KINDS:
                 timeouts = pulumi.CustomTimeouts(create=ROLLOUT_TIMEOUT, update=ROLLOUT_TIMEOUT)
             elif kind == "Ingress":
                 timeouts = pulumi.CustomTimeouts(create=ROUTE_TIMEOUT, update=ROUTE_TIMEOUT)
+                if GATE_PART in registered:
+                    # The route moves to a gate only once its pods are ready (Pulumi awaits the
+                    # Deployment's rollout): the load balancer never sends requests to an empty gate.
+                    depends_on.append(registered[GATE_PART])
             resource = register(
                 naming.workload_resource_name(endpoint.region, manifest["metadata"]["name"]),
                 manifest,
                 pulumi.ResourceOptions(
                     parent=self,
                     provider=args.kubernetes,
-                    depends_on=list(args.depends_on),
+                    depends_on=depends_on,
                     custom_timeouts=timeouts,
                 ),
             )
+            registered[part] = resource
             if kind == "Ingress":
                 assert isinstance(resource, k8s.networking.v1.Ingress)
                 route = resource

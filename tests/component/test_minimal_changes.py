@@ -273,3 +273,44 @@ def test_scaling_a_split_role_to_zero_updates_its_scaled_object_in_place(
             assert added == [("args[18]", "--scale-to-zero"), ("args[19]", "prefill")]
         else:
             assert paths(entry) == {"spec.minReplicaCount", "spec.cooldownPeriod", "spec.triggers[2]"}
+
+
+def test_scaling_a_classic_endpoint_to_zero_adds_its_gate_and_moves_the_route_to_it(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """min_replicas 0 of a classic endpoint plans: the gate created (program, Deployment, Service,
+    disruption budget, policy); the route's action renamed to the gate's Service, the canary's share
+    kept; the server's policy narrowed to the gate and the scraper, the canary's own policy created;
+    the ScaledObject's minimum, cooldown and wake trigger in place. The server and canary workloads and
+    Services stay, and nothing is replaced."""
+    entries = planned_edit(base_plans, tmp_path, capsys, "prod", "autoscaling", "set", "summarize", "--min", "0")
+    policy = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
+    expected = []
+    for region in PROD_REGIONS:
+        expected += [
+            ("create", CONFIG_MAP, f"{region}-summarize-gate", "create"),
+            ("create", DEPLOYMENT, f"{region}-summarize-gate", "create"),
+            ("create", SERVICE, f"{region}-summarize-gate", "create"),
+            ("create", "kubernetes:policy/v1:PodDisruptionBudget", f"{region}-summarize-gate", "create"),
+            ("create", policy, f"{region}-summarize-gate", "create"),
+            ("create", policy, f"{region}-summarize-canary", "create"),
+            ("update", policy, f"{region}-summarize", "in place"),
+            ("update", ROUTE, f"{region}-summarize", "in place"),
+            ("update", "kubernetes:keda.sh/v1alpha1:ScaledObject", f"{region}-summarize", "in place"),
+        ]
+    assert summary(entries) == sorted(expected)
+    for entry in entries:
+        if entry["type"] == "kubernetes:keda.sh/v1alpha1:ScaledObject":
+            assert paths(entry) == {"spec.minReplicaCount", "spec.cooldownPeriod", "spec.triggers[1]"}
+        elif entry["type"] == ROUTE:
+            annotation = "metadata.annotations['alb.ingress.kubernetes.io/{}.{}']"
+            assert paths(entry) == {
+                *(
+                    annotation.format(kind, name)
+                    for kind in ("actions", "transforms")
+                    for name in ("summarize", "summarize-gate")
+                ),
+                "spec.rules[0].http.paths[0].backend.service.name",
+            }
+            (gate_action,) = [c for c in entry["changes"] if "actions.summarize-gate" in c["path"]]
+            assert '"serviceName":"summarize-canary","servicePort":80,"weight":10' in gate_action["new"]

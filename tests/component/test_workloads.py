@@ -4,6 +4,7 @@ with which provider, parent, options and outputs."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
 import kubernetes_validate
@@ -15,9 +16,10 @@ from components.catalog import chart_crds, pins
 from components.platform.leader_worker_set import NAMESPACE as LWS_NAMESPACE
 from components.spec.engine import EndpointRecord
 from components.workloads.kube import CUSTOM_KINDS
-from fleetctl.plan import Plan, manifest_files
+from fleetctl.plan import Plan, manifest_files, run_program
+from fleetctl.stackfile import read_stack_file
 from tests import custom_resources
-from tests.component.programs import by_type, example_plan
+from tests.component.programs import by_type, edited, example_plan
 from tests.crd_schema import schema_problems
 
 LWS_CRDS = chart_crds(pins().charts.lws)
@@ -191,3 +193,23 @@ def test_the_example_stacks_run_every_mooncake_mode() -> None:
     }
     assert store_configs == {"chat-mooncake", "kv-cache-mooncake"}  # both (prod) and store (dev) carry a store
     assert named(example_plan("dev"), "kubernetes:apps/v1:StatefulSet", "us-west-2-chat-pd-prefill")  # disaggregated
+
+
+def test_the_route_of_a_gated_endpoint_waits_for_its_gates_rollout(tmp_path: Path) -> None:
+    """Moved to the gate (min_replicas 0), the route is updated only once the gate's Deployment is
+    rolled out, so the load balancer never sends to a gate without ready pods; an ungated route
+    waits for none of its endpoint's workloads, as before."""
+    stack = edited(
+        tmp_path,
+        "prod",
+        ("        min_replicas: 2\n        max_replicas: 8\n", "        min_replicas: 0\n        max_replicas: 8\n"),
+    )
+    plan = run_program(read_stack_file(stack))
+    for region in ("us-east-1", "eu-west-1"):
+        gate = named(plan, "kubernetes:apps/v1:Deployment", f"{region}-summarize-gate")
+        route = named(plan, "kubernetes:networking.k8s.io/v1:Ingress", f"{region}-summarize")
+        assert gate["urn"] in route["options"]["dependsOn"]
+        others = [r["urn"] for r in plan.resources if r["type"] == "kubernetes:apps/v1:Deployment" and r is not gate]
+        assert not set(others) & set(route["options"]["dependsOn"])
+    ungated = named(example_plan("prod"), "kubernetes:networking.k8s.io/v1:Ingress", "us-east-1-summarize")
+    assert not [urn for urn in ungated["options"]["dependsOn"] if "apps/v1:Deployment" in urn]
