@@ -7,7 +7,8 @@ note names what is missing, so nobody reads an empty graph as an idle server.
 A split Mooncake endpoint (and its canary set) also gets a row for its proxy, which stays up when
 prefill and decode scale to zero: the requests it received and relayed, those it answered 503
 because a role had no pod (per role), those in flight, and how many prefill and decode pods
-Prometheus scrapes, 0 at zero rather than no data."""
+Prometheus scrapes, 0 at zero rather than no data. A classic endpoint's gate (min_replicas 0) gets
+the same row, for its server."""
 
 from __future__ import annotations
 
@@ -39,7 +40,10 @@ WINDOW = "2m"
 SERVING_ROLES = ("server", "canary", "prefill", "decode")
 """Roles whose pods run the framework's server (proxy and store master export none of its metrics)."""
 PROXY_ROLE: naming.Role = "proxy"
-ROW_ROLES = (*SERVING_ROLES, PROXY_ROLE)
+FRONT_ROLES: dict[str, tuple[naming.Role, ...]] = {PROXY_ROLE: ("prefill", "decode"), "gate": ("server",)}
+"""The pods running the proxy program (a split endpoint's proxy, a classic endpoint's gate) and the
+roles behind each."""
+ROW_ROLES = (*SERVING_ROLES, *FRONT_ROLES)
 INFERENCE_JOB = "inference"
 """The scrape job of the servers (components/platform/prometheus.py): its ``up`` series, one per
 pod it scrapes, carry the pod's ``endpoint`` and ``role``."""
@@ -135,16 +139,17 @@ def role_panels(namespace: str, endpoint: str, role: naming.Role, framework: Fra
     return panels
 
 
-def proxy_panels(namespace: str, endpoint: str) -> list[dict[str, Any]]:
-    """A split endpoint's proxy row: what it received and could not serve, and its roles' pods."""
-    labels = selector(namespace, endpoint, PROXY_ROLE)
+def proxy_panels(namespace: str, endpoint: str, front: naming.Role = PROXY_ROLE) -> list[dict[str, Any]]:
+    """A split endpoint's proxy row (a classic endpoint's gate row): what it received and could not
+    serve, and the pods of the roles behind it."""
+    labels = selector(namespace, endpoint, front)
     traffic = [
         {"expr": f"sum(rate({PROXY_REQUESTS}{labels}[{WINDOW}]))", "legendFormat": "received"},
         {"expr": f"sum(rate({PROXY_ANSWERED}{labels}[{WINDOW}]))", "legendFormat": "answered"},
     ]
     unserved = [{"expr": f"sum by (backend) (rate({PROXY_UNSERVED}{labels}[{WINDOW}]))", "legendFormat": "{{backend}}"}]
     in_flight = [{"expr": f"sum({PROXY_IN_FLIGHT}{labels})", "legendFormat": "in flight"}]
-    roles: tuple[naming.Role, ...] = ("prefill", "decode")
+    roles = FRONT_ROLES[front]
     pods = [
         {
             "expr": f'count(up{{job="{INFERENCE_JOB}",{selector(namespace, endpoint, role)[1:]} == 1) or vector(0)',
@@ -156,7 +161,7 @@ def proxy_panels(namespace: str, endpoint: str) -> list[dict[str, Any]]:
         _panel("Requests received and answered /s", "reqps", traffic),
         _panel("Unserved (503, no pod of the role) /s", "reqps", unserved),
         _panel("Requests in flight", "short", in_flight),
-        _panel("Prefill and decode pods up (0: scaled to zero)", "short", pods),
+        _panel(f"{' and '.join(roles).capitalize()} pods up (0: scaled to zero)", "short", pods),
     ]
 
 
@@ -165,14 +170,17 @@ def dashboard(region: str, rows: Iterable[tuple[str, str, naming.Role, Framework
     panels: list[dict[str, Any]] = []
     y = 0
     for namespace, endpoint, role, framework in rows:
-        proxy = role == PROXY_ROLE
+        proxy = role in FRONT_ROLES
         title = f"{endpoint} / {role} ({namespace})" if proxy else f"{endpoint} / {role} ({framework}, {namespace})"
         panels.append(
             {"type": "row", "title": title, "collapsed": False,
              "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": []}
         )  # fmt: skip
         y += 1
-        row_panels = proxy_panels(namespace, endpoint) if proxy else role_panels(namespace, endpoint, role, framework)
+        if proxy:
+            row_panels = proxy_panels(namespace, endpoint, role)
+        else:
+            row_panels = role_panels(namespace, endpoint, role, framework)
         for index, panel in enumerate(row_panels):
             x = (index % 3) * _WIDTH
             panel["gridPos"] = {"h": _HEIGHT, "w": _WIDTH, "x": x, "y": y + (index // 3) * _HEIGHT}

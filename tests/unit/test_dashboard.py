@@ -95,10 +95,10 @@ def promtool_test(tmp_path: Path, series: list[dict[str, str]], tests: list[dict
     assert result.returncode == 0, result.stdout + result.stderr
 
 
-def proxy_row(board: dict[str, Any], endpoint: str) -> dict[str, list[str]]:
-    """The queries of each panel of ``endpoint``'s proxy row, by title."""
+def proxy_row(board: dict[str, Any], endpoint: str, front: str = "proxy") -> dict[str, list[str]]:
+    """The queries of each panel of ``endpoint``'s proxy (gate) row, by title."""
     rows = [index for index, panel in enumerate(board["panels"]) if panel["type"] == "row"]
-    (start,) = [index for index in rows if board["panels"][index]["title"] == f"{endpoint} / proxy (inference)"]
+    (start,) = [index for index in rows if board["panels"][index]["title"] == f"{endpoint} / {front} (inference)"]
     end = next((index for index in rows if index > start), len(board["panels"]))
     return {
         panel["title"]: [target["expr"] for target in panel["targets"]] for panel in board["panels"][start + 1 : end]
@@ -158,6 +158,55 @@ def test_a_split_endpoints_proxy_row_shows_its_requests_unserved_by_role_and_its
             at("9m", answered, ("{}", 0)),
             at("9m", unserved, ('{backend="decode"}', 2), ('{backend="prefill"}', 1)),
             at("9m", in_flight, ("{}", 3)),
+        ],
+    )
+
+
+def test_a_gated_classic_endpoints_gate_row_shows_its_requests_unserved_and_its_server_at_zero(
+    tmp_path: Path,
+) -> None:
+    """A classic endpoint at min_replicas 0 has a row for its gate beside its server's: the gate's series
+    (role gate, backend server) and the server pods the inference job scrapes, 0 once they went stale."""
+    config = stack_config(endpoints={"chat": classic_endpoint({"autoscaling": {"min_replicas": 0, "max_replicas": 2}})})
+    spec = parse_stack_config(config)
+    endpoints = [placed(spec, placement) for placement in spec.placements_in(REGION)]
+    (text,) = dashboard_config_map(REGION, dashboard_rows(endpoints))["data"].values()
+    board = json.loads(text)
+    rows = [panel["title"] for panel in board["panels"] if panel["type"] == "row"]
+    assert rows == ["chat / server (vllm, inference)", "chat / gate (inference)"]
+    row = proxy_row(board, "chat", "gate")
+    assert list(row) == [
+        "Requests received and answered /s",
+        "Unserved (503, no pod of the role) /s",
+        "Requests in flight",
+        "Server pods up (0: scaled to zero)",
+    ]
+    gate = {"role": "gate", "job": "proxy"}
+    input_series = [
+        *(series(PROXY_REQUESTS, "0+15x40", pod=f"chat-gate-{index}", **gate) for index in range(2)),
+        series(PROXY_ANSWERED, "0+15x20 300x20", pod="chat-gate-0", **gate),
+        series(PROXY_UNSERVED, "0x20 0+15x20", pod="chat-gate-0", backend="server", **gate),
+        series(PROXY_IN_FLIGHT, "1x40", pod="chat-gate-0", **gate),
+        series("up", "1x20 stale", pod="chat-6d5f8-0", role="server", job="inference"),
+        series("up", "1x40", pod="chat-canary-0", role="canary", job="inference"),  # not the server
+    ]
+    (received, answered), (unserved,), (in_flight,), (server,) = row.values()
+
+    def at(minute: str, expr: str, *samples: tuple[str, float]) -> dict[str, Any]:
+        return {"expr": expr, "eval_time": minute, "exp_samples": [{"labels": key, "value": v} for key, v in samples]}
+
+    promtool_test(
+        tmp_path,
+        input_series,
+        [
+            at("4m", received, ("{}", 2)),
+            at("4m", answered, ("{}", 1)),
+            at("4m", server, ("{}", 1)),
+            at("4m", unserved, ('{backend="server"}', 0)),
+            at("9m", server, ("{}", 0)),
+            at("9m", answered, ("{}", 0)),
+            at("9m", unserved, ('{backend="server"}', 1)),
+            at("9m", in_flight, ("{}", 1)),
         ],
     )
 
