@@ -50,7 +50,8 @@ class Gate:
         try:
             connection.request(method, path, body=body, headers=headers or {})
             response = connection.getresponse()
-            text = response.read().decode()
+            body = response.read()
+            text = body.decode() if response.getheader("Content-Encoding") is None else f"{len(body)} bytes"
             names = {name.lower(): value for name, value in response.getheaders()}
             return {"status": response.status, "reason": response.reason, "headers": names, "text": text}
         finally:
@@ -147,6 +148,8 @@ def scenario(spec: dict[str, Any], logs: Path, processes: dict[str, subprocess.P
     out["delete"] = gate.json("DELETE", "/v1/things/1")
     out["post_health"] = gate.json("POST", "/health", b"{}")
     out["stream"] = gate.stream("hello")
+    gzipped = gate.call("GET", "/gzip", headers={"Accept-Encoding": "gzip"})
+    out["gzip"] = {"accepted": gzipped, "plain": gate.call("GET", "/gzip")}
     out["left"] = gate.stream(HOLD_PROMPT, leave_after_first=True)
     cut_queries: list[int] = []
 

@@ -3,7 +3,8 @@ path answers 200; ``POST /v1/completions`` with ``"stream": true`` answers serve
 chunks, then ``data: [DONE]``), and with the prompt ``HOLD_PROMPT`` sends one event and holds the
 stream open until the gate goes away, counting the streams cut that way (``GET /standin/cut``);
 every other request is echoed as JSON (method, path, query, body, headers) with the status the
-path ``/status/<code>`` names (200 otherwise) and a header ``X-Standin: echo``.
+path ``/status/<code>`` names (200 otherwise) and a header ``X-Standin: echo``; ``GET /gzip`` answers
+a text gzip-compressed when the request accepts gzip, plain otherwise.
 
 Standard library only, so the gate is tested against another HTTP implementation than its own.
 """
@@ -11,6 +12,7 @@ Standard library only, so the gate is tested against another HTTP implementation
 from __future__ import annotations
 
 import argparse
+import gzip
 import json
 import threading
 import time
@@ -60,6 +62,17 @@ def handler(health_path: str) -> type[BaseHTTPRequestHandler]:
         def do_GET(self) -> None:
             if self.path == health_path:
                 self.send_json(200, {})
+            elif self.path == "/gzip":
+                text = ("compressible " * 64).encode()
+                packed = "gzip" in self.headers.get("Accept-Encoding", "")
+                body = gzip.compress(text) if packed else text
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                if packed:
+                    self.send_header("Content-Encoding", "gzip")
+                self.end_headers()
+                self.wfile.write(body)
             elif self.path == "/standin/cut":
                 with LOCK:
                     self.send_json(200, dict(CUT))

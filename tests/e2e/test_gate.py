@@ -148,6 +148,17 @@ def test_server_sent_events_stream_through(scene: dict[str, Any]) -> None:
     assert stream["events"][-1] == "data: [DONE]"
 
 
+def test_an_answer_comes_back_compressed_only_when_the_client_asked(scene: dict[str, Any]) -> None:
+    """The gate neither decompresses the server's answer nor asks for compression the client did not."""
+    accepted = scene["gzip"]["accepted"]
+    assert accepted["headers"]["content-encoding"] == "gzip"
+    assert accepted["text"] == f"{accepted['headers']['content-length']} bytes"
+    assert int(accepted["headers"]["content-length"]) < len("compressible " * 64)
+    plain = scene["gzip"]["plain"]
+    assert "content-encoding" not in plain["headers"]
+    assert plain["text"] == "compressible " * 64
+
+
 def test_a_client_going_away_mid_stream_cancels_the_servers_stream(scene: dict[str, Any]) -> None:
     left = scene["left"]
     assert left["first"].startswith("data: ")
@@ -158,10 +169,10 @@ def test_a_client_going_away_mid_stream_cancels_the_servers_stream(scene: dict[s
 
 def test_every_forwarded_request_is_counted_and_answered_none_unserved_while_served(scene: dict[str, Any]) -> None:
     """After the 2 at zero: the attempts while waking (those refused counted unserved), then get, post,
-    teapot, put, delete, post_health, stream and left (8) and the queries of the server's cut count, every
-    one answered."""
+    teapot, put, delete, post_health, stream, the two gzip ones and left (10) and the queries of the
+    server's cut count, every one answered."""
     attempts = scene["woken"]["attempts"]
-    forwarded = 8 + scene["left"]["cut_queries"]
+    forwarded = 10 + scene["left"]["cut_queries"]
     assert counts(scene["served_metrics"]) == {
         "requests": 2 + len(attempts) + forwarded,
         "server": 2 + len(attempts) - 1,
