@@ -150,12 +150,13 @@ DCGM: dict[str, Series] = {
     "gpu_memory": Series("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", DCGM_SOURCE),
 }
 
-# The split endpoint's proxy (components/render/proxy_program.py), which counts what it receives:
-# what wakes a role at zero (components/render/autoscaling.py, wake_trigger).
+# The split endpoint's proxy (components/render/proxy_program.py), which counts what it receives; the
+# last two wake a role at zero (components/render/autoscaling.py, wake_query).
 PROXY_REQUESTS = "inference_fleet_proxy_requests_total"
 PROXY_UNSERVED = "inference_fleet_proxy_unserved_requests_total"
 PROXY_ANSWERED = "inference_fleet_proxy_answered_total"
 PROXY_IN_FLIGHT = "inference_fleet_proxy_requests_in_flight"
+PROXY_LAST_REQUEST = "inference_fleet_proxy_last_request_timestamp_seconds"
 
 
 def series(framework: Framework, signal: Signal) -> Series | None:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from components import naming
-from components.metric_table import DCGM, PROXY_REQUESTS, SIGNAL_OF_METRIC, series
+from components.metric_table import DCGM, PROXY_IN_FLIGHT, PROXY_LAST_REQUEST, SIGNAL_OF_METRIC, series
 from components.render.kube import metadata
 from components.spec.autoscaling import ScalingMetric
 from components.spec.images import Framework
@@ -36,8 +36,8 @@ TRANSFER_HPA_OWNERSHIP = "scaledobject.keda.sh/transfer-hpa-ownership"
 PAUSED_REPLICAS = "autoscaling.keda.sh/paused-replicas"
 TTFT_WINDOW = "2m"
 """The window a TTFT percentile is computed over: four scrapes at 30 s, smoothing single slow requests."""
-WAKE_WINDOW = "5m"
-"""The wake trigger counts the proxy's requests over this window: a role stays up while any came in it."""
+WAKE_SECONDS = 300
+"""A role stays up while its proxy received a request in the last this many seconds (the wake trigger)."""
 COOLDOWN_SECONDS = 300
 """How long a ScaledObject stays up once no trigger is active before it scales to zero: KEDA's default
 (pkg/scaling/executor/scale_executor.go, defaultCooldownPeriod, v2.20.2), rendered on those that may
@@ -91,17 +91,23 @@ def trigger(metric: ScalingMetric, framework: Framework, labels: str) -> dict[st
 
 
 def wake_query(namespace: str, endpoint: str, front: naming.Role = "proxy") -> str:
-    """1 when the endpoint's ``front`` (its proxy or its gate) received any request in the last
-    :data:`WAKE_WINDOW`, else 0; no sample before the front was ever scraped (KEDA reads that as 0 too).
+    """1 while the endpoint's ``front`` (its proxy or its gate) received a request in the last
+    :data:`WAKE_SECONDS` or is still answering one, else 0; no sample before the front was ever
+    scraped (KEDA reads that as 0 too).
 
     KEDA (v2.20.2, pkg/scaling/scale_handler.go getScaledObjectState) holds a ScaledObject active
     while any trigger but cpu and memory reads above its activationThreshold, scales it from zero to
-    one when it is, and to zero once it has not been for the cooldown period. Counting every request
-    (served or answered 503) keeps the role up while its endpoint has traffic at all, even when its
-    own queue reads 0 at a poll, and wakes it on the first request at zero. Clamped to 1 with
+    one when it is, and to zero once it has not been for the cooldown period. The time of the last
+    request (served or answered 503) keeps the workload up while its endpoint has traffic at all,
+    even when its own queue reads 0 at a poll, and wakes it on the first request at zero; the
+    requests in flight keep it up under a stream longer than the window. Both are gauges, so a
+    request that reached a front pod before its first scrape counts too (an ``increase`` of a
+    counter would need a sample before it, which a new pod's series lacks). Clamped to 1 with
     threshold 1 (AverageValue), the HPA KEDA feeds wants exactly one replica from it: the user's
     metrics alone decide anything above one."""
-    return f"clamp_max(sum(increase({PROXY_REQUESTS}{selector(namespace, endpoint, front)}[{WAKE_WINDOW}])), 1)"
+    labels = selector(namespace, endpoint, front)
+    recent = f"(time() - max({PROXY_LAST_REQUEST}{labels}) < bool {WAKE_SECONDS})"
+    return f"clamp_max({recent} + sum({PROXY_IN_FLIGHT}{labels}), 1)"
 
 
 def wake_trigger(namespace: str, endpoint: str, front: naming.Role = "proxy") -> dict[str, Any]:

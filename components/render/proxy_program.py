@@ -39,10 +39,10 @@ cancelling the upstream request. The server is up while ``URL`` + ``--forward-he
 above, and the series below count every forwarded request (``backend="server"``).
 
 With ``--metrics-port``, ``GET /metrics`` on that port serves the Prometheus text exposition
-(format 0.0.4, written here: no client library) of four series, every one present from start:
+(format 0.0.4, written here: no client library) of five series, every one present from start:
 the completion requests received (on arrival, whatever their answer), those answered 503
-because a role had no serving pod (per ``backend``), the decode answers relayed (``answered``)
-and the requests in flight.
+because a role had no serving pod (per ``backend``), the decode answers relayed (``answered``),
+the requests in flight and the time the last request arrived.
 """
 
 from __future__ import annotations
@@ -54,6 +54,7 @@ import itertools
 import logging
 import os
 import socket
+import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
@@ -88,6 +89,7 @@ REQUESTS = "inference_fleet_proxy_requests_total"
 UNSERVED = "inference_fleet_proxy_unserved_requests_total"
 ANSWERED = "inference_fleet_proxy_answered_total"
 IN_FLIGHT = "inference_fleet_proxy_requests_in_flight"
+LAST_REQUEST = "inference_fleet_proxy_last_request_timestamp_seconds"
 """The series of /metrics (components/metric_table.py holds the same names for the rendering; a test
 holds them equal: this program runs alone in its pod and imports nothing of ours)."""
 EXPOSITION_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -147,6 +149,9 @@ class Counts:
     answered: int = 0
     """Requests whose decode answer this process relayed."""
     in_flight: int = 0
+    last_request: float = 0.0
+    """Unix time of the last request received (0 before any): what wakes a backend at zero, a gauge
+    so that a request is seen even when it came before this process's first scrape."""
     unserved: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ROLES, 0))
     """Per backend (role, or the gate's server): requests answered 503 because it had no serving pod."""
 
@@ -157,7 +162,7 @@ class Counts:
 
 def exposition(counts: Counts) -> str:
     """The Prometheus text exposition format 0.0.4 of ``counts``: every series, zeros included."""
-    families: list[tuple[str, str, str, list[tuple[str, int]]]] = [
+    families: list[tuple[str, str, str, list[tuple[str, float]]]] = [
         (REQUESTS, "counter", "Requests received, whatever their answer.", [("", counts.requests)]),
         (
             UNSERVED,
@@ -167,6 +172,7 @@ def exposition(counts: Counts) -> str:
         ),
         (ANSWERED, "counter", "Backend answers relayed to clients.", [("", counts.answered)]),
         (IN_FLIGHT, "gauge", "Requests being answered.", [("", counts.in_flight)]),
+        (LAST_REQUEST, "gauge", "Unix time of the last request received, 0 before any.", [("", counts.last_request)]),
     ]
     lines = []
     for name, kind, meaning, samples in families:
@@ -363,6 +369,7 @@ class Front:
 
     async def received(self, request: web.Request) -> web.StreamResponse:
         self.counts.requests += 1
+        self.counts.last_request = time.time()
         self.counts.in_flight += 1
         try:  # whatever ends the request: an answer, an error, the client gone (cancelled)
             return await self.answer(request)

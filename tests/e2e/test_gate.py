@@ -15,7 +15,13 @@ from typing import Any
 
 import pytest
 
-from components.metric_table import PROXY_ANSWERED, PROXY_IN_FLIGHT, PROXY_REQUESTS, PROXY_UNSERVED
+from components.metric_table import (
+    PROXY_ANSWERED,
+    PROXY_IN_FLIGHT,
+    PROXY_LAST_REQUEST,
+    PROXY_REQUESTS,
+    PROXY_UNSERVED,
+)
 from components.render.classic import classic_objects
 from components.render.proxy import PROGRAM_DIR, PROGRAM_FILE, PROXY_METRICS_PORT, PROXY_PORT, REFRESH_SECONDS
 from tests.e2e.namespace import run_driver
@@ -75,6 +81,7 @@ def test_every_series_is_exported_at_zero_with_the_server_as_the_one_backend(sce
         (PROXY_UNSERVED, (("backend", "server"),)): 0,
         (PROXY_ANSWERED, ()): 0,
         (PROXY_IN_FLIGHT, ()): 0,
+        (PROXY_LAST_REQUEST, ()): 0,
     }
 
 

@@ -8,6 +8,7 @@ server containers' metrics ports and the proxy containers' ``metrics`` port is s
 from __future__ import annotations
 
 import json
+import time
 from functools import cache
 from typing import Any
 
@@ -49,7 +50,7 @@ PROXY = (
     f"# TYPE {PROXY_IN_FLIGHT} gauge\n{PROXY_IN_FLIGHT} 0\n"
 )
 """The series the proxy program serves on its metrics port (its own e2e tests hold the program to them)."""
-GATE = exposition(Counts(requests=2, unserved={"server": 2}))
+GATE = exposition(Counts(requests=2, unserved={"server": 2}, last_request=time.time()))
 """The same program's exposition as a classic endpoint's gate (``--forward``): one backend, the server."""
 ANNOTATION = "__meta_kubernetes_pod_annotation_inference_fleet_metrics_port"
 
@@ -143,8 +144,9 @@ def dashboard_pod_counts() -> list[str]:
 
 POD_COUNTS = dashboard_pod_counts()
 GATE_REQUESTS = f"sum({PROXY_REQUESTS}{selector('inference', 'assistant', 'gate')})"
-"""The series the wake trigger of a gated server counts (wake_query takes their increase; a scene this
-short has one sample each, so their sum is asked)."""
+"""The gate's requests, summed over its pods."""
+GATE_WAKE = wake_query("inference", "assistant", "gate")
+"""The wake trigger of the gated server, over the gate's gauges (its last request: the time the scene was made)."""
 
 
 @cache
@@ -154,7 +156,7 @@ def scraped() -> dict[str, Any]:
         "config": rendered_config(prometheus_values(Metrics())),
         "expositions": {"vllm": VLLM, "triton": TRITON, "dcgm": DCGM, "proxy": PROXY, "gate": GATE},
         "targets": TARGETS,
-        "queries": [*POD_COUNTS, GATE_REQUESTS],
+        "queries": [*POD_COUNTS, GATE_REQUESTS, GATE_WAKE],
     }
     return run_driver("tests.e2e.scrape_driver", json.dumps(scene))
 
@@ -232,7 +234,7 @@ def test_a_gate_series_names_its_endpoint_and_role_gate_which_the_servers_wake_q
     (unserved,) = [metric for metric in series(PROXY_UNSERVED) if metric["pod"] == "assistant-gate-7c4d9"]
     assert unserved["backend"] == "server"
     assert scraped()["queries"][GATE_REQUESTS] == ["2"]
-    assert GATE_REQUESTS.removeprefix("sum(").removesuffix(")") in wake_query("inference", "assistant", "gate")
+    assert scraped()["queries"][GATE_WAKE] == ["1"]  # a request just now
 
 
 def test_a_gpu_series_names_the_pod_that_holds_the_gpu_and_its_endpoint_and_role() -> None:

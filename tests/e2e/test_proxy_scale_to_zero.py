@@ -16,7 +16,13 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from components.metric_table import PROXY_ANSWERED, PROXY_IN_FLIGHT, PROXY_REQUESTS, PROXY_UNSERVED
+from components.metric_table import (
+    PROXY_ANSWERED,
+    PROXY_IN_FLIGHT,
+    PROXY_LAST_REQUEST,
+    PROXY_REQUESTS,
+    PROXY_UNSERVED,
+)
 from components.render.placement import PlacedEndpoint
 from components.render.proxy import PROXY_METRICS_PORT, PROXY_PORT, REFRESH_SECONDS
 from tests.e2e.namespace import run_driver
@@ -51,7 +57,13 @@ def at_zero(roles: tuple[str, ...]) -> PlacedEndpoint:
 
 def samples(text: str) -> Samples:
     """Every sample of an exposition, by name and labels; the families' types checked on the way."""
-    types = {PROXY_REQUESTS: "counter", PROXY_UNSERVED: "counter", PROXY_ANSWERED: "counter", PROXY_IN_FLIGHT: "gauge"}
+    types = {
+        PROXY_REQUESTS: "counter",
+        PROXY_UNSERVED: "counter",
+        PROXY_ANSWERED: "counter",
+        PROXY_IN_FLIGHT: "gauge",
+        PROXY_LAST_REQUEST: "gauge",
+    }
     found: Samples = {}
     for family in text_string_to_metric_families(text):
         for sample in family.samples:
@@ -109,6 +121,7 @@ def test_every_series_is_exported_at_zero_before_any_request(scene: dict[str, An
             (PROXY_UNSERVED, (("backend", "decode"),)): 0,
             (PROXY_ANSWERED, ()): 0,
             (PROXY_IN_FLIGHT, ()): 0,
+            (PROXY_LAST_REQUEST, ()): 0,
         }
 
 
@@ -123,6 +136,8 @@ def test_at_zero_the_proxy_stays_healthy_and_answers_503_with_retry_after(scene:
     assert request["body"]["error"]["code"] == 503
     assert request["body"]["error"]["message"].startswith("prefill and decode scaled to zero: this request wakes them")
     assert counts(both["metrics"]) == {"requests": 1, "prefill": 1, "decode": 1, "answered": 0, "in_flight": 0}
+    # The time it came (Unix seconds): what the wake trigger reads.
+    assert samples(both["metrics"]["text"])[(PROXY_LAST_REQUEST, ())] > 1.7e9
 
 
 def test_a_role_at_zero_not_named_by_scale_to_zero_keeps_todays_503s_and_is_counted(scene: dict[str, Any]) -> None:

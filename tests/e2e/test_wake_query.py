@@ -4,7 +4,8 @@ configuration the chart renders from our values, given the targets Kubernetes po
 give for the rendered proxy pod (one per container port), and the queries of both rendered
 ScaledObjects' ``wake`` triggers (tests/e2e/wake_scrape_driver.py). Before any request they read 0
 (KEDA: not active, the roles stay at zero); one request, answered 503, makes them read 1 (active:
-KEDA scales each role from 0 to 1). The same for a classic endpoint's gate (the program with
+KEDA scales each role from 0 to 1), also when it reached the proxy before Prometheus first scraped it
+(a new proxy pod, a restarted Prometheus). The same for a classic endpoint's gate (the program with
 ``--forward``, its server Service not resolving) and its server's ScaledObject."""
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 import pytest
 
 from components import naming
-from components.metric_table import PROXY_REQUESTS
+from components.metric_table import PROXY_LAST_REQUEST
 from components.platform.prometheus import prometheus_values
 from components.render.autoscaling import wake_query
 from components.render.classic import classic_objects
@@ -62,7 +63,7 @@ def discovered(namespace: str, template: dict[str, Any], pod: str = POD) -> list
     return targets
 
 
-def scene(program_dir: Path) -> dict[str, Any]:
+def scene(program_dir: Path, *, request_first: bool = False) -> dict[str, Any]:
     endpoint = at_zero(("prefill", "decode"))
     objects = mooncake_objects(endpoint, None)
     queries = [
@@ -83,7 +84,8 @@ def scene(program_dir: Path) -> dict[str, Any]:
         "proxy": rendered_proxy(endpoint, program_dir),
         "path": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
         "queries": queries,
-        "counter": PROXY_REQUESTS,
+        "gauge": PROXY_LAST_REQUEST,
+        "request_first": request_first,
         "proxy_port": 8000,
         "prefill_service": f"chat-prefill.{endpoint.namespace}.svc",
         "decode_host": f"chat-decode.{endpoint.namespace}.svc",
@@ -111,7 +113,8 @@ def gate_scene(program_dir: Path) -> dict[str, Any]:
         "proxy": {"argv": gate["argv"], "env": {}},
         "path": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
         "queries": queries,
-        "counter": PROXY_REQUESTS,
+        "gauge": PROXY_LAST_REQUEST,
+        "request_first": False,
         "proxy_port": 8000,
         # The Scene's names: the server Service's name (chat.inference.svc) is not among them, so the
         # gate finds no server, as at zero.
@@ -134,6 +137,11 @@ def gate_woken(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return gate_scene(tmp_path_factory.mktemp("gate-program"))
 
 
+@pytest.fixture(scope="module")
+def woken_before_any_scrape(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+    return scene(tmp_path_factory.mktemp("proxy-program"), request_first=True)
+
+
 pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
 
 
@@ -149,7 +157,14 @@ def test_one_request_answered_503_makes_both_wake_queries_read_one(woken: dict[s
     assert woken["woken_seconds"] < 30
 
 
-def test_the_counter_is_stored_with_the_labels_the_query_selects(woken: dict[str, Any]) -> None:
+def test_a_request_before_the_proxys_first_scrape_wakes_both_roles(woken_before_any_scrape: dict[str, Any]) -> None:
+    """The gauge's first sample already holds the request's time: no earlier sample is needed, as
+    an ``increase`` of the request counter would need one."""
+    assert woken_before_any_scrape["request"]["status"] == 503
+    assert woken_before_any_scrape["after"] == [[1.0], [1.0]]
+
+
+def test_the_gauge_is_stored_with_the_labels_the_query_selects(woken: dict[str, Any]) -> None:
     (series,) = woken["series"]
     selected = (series["namespace"], series[naming.SERIES_ENDPOINT_LABEL], series[naming.SERIES_ROLE_LABEL])
     assert selected == ("inference", "chat", "proxy")

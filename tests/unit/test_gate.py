@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from components import naming
-from components.metric_table import PROXY_REQUESTS, PROXY_UNSERVED
+from components.metric_table import PROXY_IN_FLIGHT, PROXY_LAST_REQUEST, PROXY_UNSERVED
 from components.render.autoscaling import COOLDOWN_SECONDS, PAUSED_REPLICAS
 from components.render.classic import classic_objects
 from components.render.kube import metrics_port
@@ -146,8 +146,9 @@ def test_the_servers_scaled_object_wakes_on_the_gates_requests() -> None:
     assert (spec["minReplicaCount"], spec["maxReplicaCount"], spec["cooldownPeriod"]) == (0, 3, COOLDOWN_SECONDS)
     assert [t["name"] for t in spec["triggers"]] == ["queue", "wake"]
     query = spec["triggers"][-1]["metadata"]["query"]
+    gate = '{namespace="inference",endpoint="chat",role="gate"}'
     assert query == (
-        f'clamp_max(sum(increase({PROXY_REQUESTS}{{namespace="inference",endpoint="chat",role="gate"}}[5m])), 1)'
+        f"clamp_max((time() - max({PROXY_LAST_REQUEST}{gate}) < bool 300) + sum({PROXY_IN_FLIGHT}{gate}), 1)"
     )
     assert custom_resources.problems(autoscaler) == []
 

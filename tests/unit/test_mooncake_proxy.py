@@ -15,7 +15,13 @@ from typing import Any
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from components.metric_table import PROXY_ANSWERED, PROXY_IN_FLIGHT, PROXY_REQUESTS, PROXY_UNSERVED
+from components.metric_table import (
+    PROXY_ANSWERED,
+    PROXY_IN_FLIGHT,
+    PROXY_LAST_REQUEST,
+    PROXY_REQUESTS,
+    PROXY_UNSERVED,
+)
 from components.render import proxy, proxy_program
 from components.render.mooncake import mooncake_objects
 from components.render.placement import PlacedEndpoint
@@ -159,6 +165,7 @@ def test_the_programs_series_are_the_names_the_rendering_uses() -> None:
     """The program runs alone in its pod and cannot import components.metric_table."""
     assert (proxy_program.REQUESTS, proxy_program.UNSERVED) == (PROXY_REQUESTS, PROXY_UNSERVED)
     assert (proxy_program.ANSWERED, proxy_program.IN_FLIGHT) == (PROXY_ANSWERED, PROXY_IN_FLIGHT)
+    assert proxy_program.LAST_REQUEST == PROXY_LAST_REQUEST
 
 
 def test_the_exposition_is_prometheus_text_with_every_series_from_start() -> None:
@@ -169,6 +176,7 @@ def test_the_exposition_is_prometheus_text_with_every_series_from_start() -> Non
         PROXY_UNSERVED.removesuffix("_total"): "counter",
         PROXY_ANSWERED.removesuffix("_total"): "counter",
         PROXY_IN_FLIGHT: "gauge",
+        PROXY_LAST_REQUEST: "gauge",
     }
     values = {(s.name, tuple(s.labels.items())): s.value for f in families.values() for s in f.samples}
     assert values == {
@@ -177,11 +185,12 @@ def test_the_exposition_is_prometheus_text_with_every_series_from_start() -> Non
         (PROXY_UNSERVED, (("backend", "decode"),)): 0,
         (PROXY_ANSWERED, ()): 0,
         (PROXY_IN_FLIGHT, ()): 0,
+        (PROXY_LAST_REQUEST, ()): 0,
     }
 
 
 def test_the_exposition_carries_the_counts() -> None:
-    counts = Counts(requests=7, answered=3, in_flight=2)
+    counts = Counts(requests=7, answered=3, in_flight=2, last_request=1764590400.25)
     counts.unserved_by(["prefill", "decode"])
     counts.unserved_by(["decode"])
     text = exposition(counts)
@@ -192,6 +201,7 @@ def test_the_exposition_carries_the_counts() -> None:
     assert values[(PROXY_UNSERVED, (("backend", "prefill"),))] == 1
     assert values[(PROXY_UNSERVED, (("backend", "decode"),))] == 2
     assert (values[(PROXY_ANSWERED, ())], values[(PROXY_IN_FLIGHT, ())]) == (3, 2)
+    assert values[(PROXY_LAST_REQUEST, ())] == 1764590400.25
 
 
 def test_the_answer_at_zero_says_so_and_when_to_retry() -> None:

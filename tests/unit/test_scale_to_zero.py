@@ -11,13 +11,15 @@ from typing import Any
 import pytest
 
 from components import naming
-from components.metric_table import PROXY_REQUESTS
+from components.metric_table import PROXY_IN_FLIGHT, PROXY_LAST_REQUEST
 from components.render.autoscaling import COOLDOWN_SECONDS, PAUSED_REPLICAS
 from components.render.mooncake import mooncake_objects
 from components.spec import Problem, SpecError, parse_stack_config
 from tests import custom_resources
 
 from .stack_builders import DELETE, merged, placed_endpoint, with_classic, with_mooncake
+
+PROXY_SELECTOR = '{namespace="inference",endpoint="chat",role="proxy"}'
 
 PREFILL = {"min_replicas": 0, "max_replicas": 3, "metrics": ["queue:4", "ttft_p90_ms:800"]}
 DECODE = {"min_replicas": 1, "max_replicas": 2, "metrics": ["running:32"]}
@@ -48,8 +50,8 @@ def test_a_split_role_at_zero_wakes_on_its_proxys_requests_beside_its_own_metric
         "metricType": "AverageValue",
         "metadata": {
             "serverAddress": naming.prometheus_query_url(),
-            "query": f'clamp_max(sum(increase({PROXY_REQUESTS}{{namespace="inference",endpoint="chat",role="proxy"}}'
-            "[5m])), 1)",
+            "query": f"clamp_max((time() - max({PROXY_LAST_REQUEST}{PROXY_SELECTOR}) < bool 300) + "
+            f"sum({PROXY_IN_FLIGHT}{PROXY_SELECTOR}), 1)",
             "threshold": "1",
             "activationThreshold": "0",
         },

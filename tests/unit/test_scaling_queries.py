@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
-from components.metric_table import DCGM, PROXY_REQUESTS, SIGNAL_OF_METRIC, TABLE, Series
+from components.metric_table import DCGM, PROXY_IN_FLIGHT, PROXY_LAST_REQUEST, SIGNAL_OF_METRIC, TABLE, Series
 from components.render.endpoint import endpoint_objects
 from components.render.placement import placed
 from components.spec import StackSpec, parse_stack_config
@@ -281,17 +281,23 @@ SCRAPE = 15  # seconds, components/platform/prometheus.py SCRAPE_INTERVAL
 SAMPLES = 36  # nine minutes of scrapes; the query is evaluated at the last, over [4m, 9m]
 
 
-def proxy_series(ours: list[str], theirs: str | None) -> list[dict[str, str]]:
-    """The request counter of each of our proxy pods (``ours``, promtool's expanding notation), and
-    of the neighbours' proxies (``theirs``), which the query must leave out."""
-    series = []
-    for index, values in enumerate(ours):
-        labels = {**PROXY, "pod": f"chat-proxy-{index}"}
-        series.append({"series": PROXY_REQUESTS + _labels(labels), "values": values})
+Pod = tuple[str, str]
+"""A proxy pod's two gauges in promtool's expanding notation: the time of its last request (Unix
+seconds, promtool's clock starting at 0) and its requests in flight."""
+
+
+def proxy_series(ours: list[Pod], theirs: Pod | None) -> list[dict[str, str]]:
+    """The gauges of each of our proxy pods (``ours``) and of the neighbours' proxies (``theirs``),
+    which the query must leave out."""
+    pods = [({**PROXY, "pod": f"chat-proxy-{index}"}, pod) for index, pod in enumerate(ours)]
     if theirs is not None:
-        for index, override in enumerate(PROXY_NEIGHBOURS):
-            labels = {**PROXY, "pod": f"neighbour-{index}", **override}
-            series.append({"series": PROXY_REQUESTS + _labels(labels), "values": theirs})
+        pods += [
+            ({**PROXY, "pod": f"neighbour-{index}", **other}, theirs) for index, other in enumerate(PROXY_NEIGHBOURS)
+        ]
+    series = []
+    for labels, (last, in_flight) in pods:
+        series.append({"series": PROXY_LAST_REQUEST + _labels(labels), "values": last})
+        series.append({"series": PROXY_IN_FLIGHT + _labels(labels), "values": in_flight})
     return series
 
 
@@ -299,16 +305,29 @@ def _labels(found: dict[str, str]) -> str:
     return "{" + ",".join(f'{key}="{value}"' for key, value in found.items()) + "}"
 
 
-BUSY = f"0+20x{SAMPLES}"
+NOW = SAMPLES * SCRAPE
+"""The evaluation time, seconds (promtool's clock, which time() reads)."""
+NONE: Pod = (f"0x{SAMPLES}", f"0x{SAMPLES}")
+"""A proxy that never received a request."""
+BUSY: Pod = (f"0+{SCRAPE}x{SAMPLES}", f"3x{SAMPLES}")
+"""A request at every scrape, three in flight."""
 WAKE_SITUATIONS: dict[str, tuple[list[dict[str, str]], list[int]]] = {
-    # One request, the counter rising once after seven minutes at 0: wakes (1), whatever the neighbours do.
-    "one request after none": (proxy_series([f"0x28 1x{SAMPLES - 29}", f"0x{SAMPLES}"], "0x36"), [1]),
-    # Many requests on both proxies: still 1 (clamped), so the trigger never asks for a second replica.
+    # One request two minutes ago after seven minutes without: wakes (1), whatever the neighbours do.
+    "one request after none": (proxy_series([(f"0x28 {NOW - 120}x7", f"0x{SAMPLES}"), NONE], NONE), [1]),
+    # A proxy pod that took a request before its first scrape (a new pod, a restarted Prometheus): its
+    # series starts at that time, with no earlier sample, and still wakes.
+    "a request before the pod's first scrape": (
+        proxy_series([(f"_x31 {NOW - 80}x5", "_x31 0x5"), NONE], NONE),
+        [1],
+    ),
+    # Requests at every scrape on both proxies: still 1 (clamped), so never a second replica from it.
     "many requests": (proxy_series([BUSY, BUSY], BUSY), [1]),
-    # Counters flat (traffic long before), neighbours busy: idle (0), and the role may go to zero.
-    "flat counters": (proxy_series([f"7x{SAMPLES}", f"3x{SAMPLES}"], BUSY), [0]),
-    # Requests until three minutes in, none since: out of the five-minute window, idle.
-    "requests older than the window": (proxy_series([f"0+1x12 12x{SAMPLES - 13}", f"0x{SAMPLES}"], BUSY), [0]),
+    # One stream, started eight minutes ago, still answering: the role stays up past the window.
+    "a stream longer than the window": (proxy_series([("0x3 60x32", "0x3 1x32"), NONE], NONE), [1]),
+    # The last request seven minutes ago, nothing in flight, neighbours busy: idle (0), may go to zero.
+    "last request older than the window": (proxy_series([("0x8 120x27", f"0x{SAMPLES}"), NONE], BUSY), [0]),
+    # Proxies that never received a request: idle.
+    "never a request": (proxy_series([NONE, NONE], BUSY), [0]),
     # No proxy of ours was ever scraped: no sample (KEDA reads the empty result as 0, inactive).
     "no series": (proxy_series([], BUSY), []),
 }
@@ -316,7 +335,7 @@ WAKE_SITUATIONS: dict[str, tuple[list[dict[str, str]], list[int]]] = {
 
 @pytest.mark.parametrize("trigger", wake_triggers(), ids=["prefill", "decode"])
 @pytest.mark.parametrize("situation", WAKE_SITUATIONS, ids=list(WAKE_SITUATIONS))
-def test_the_wake_query_is_one_while_the_endpoints_proxy_received_requests_in_five_minutes(
+def test_the_wake_query_is_one_while_the_endpoints_proxy_had_a_request_in_five_minutes_or_answers_one(
     trigger: dict[str, Any], situation: str, tmp_path: Path
 ) -> None:
     """KEDA wakes the role when the value exceeds activationThreshold 0 and lets it go to zero when

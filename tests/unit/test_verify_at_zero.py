@@ -24,9 +24,10 @@ from fleetctl.verify.wake import Zero
 from .stack_builders import placed_endpoint, with_mooncake
 from .test_verify_autoscaler import answer, hpa, scaled_object
 
+PROXY = '{namespace="inference",endpoint="chat",role="proxy"}'
 WAKE_QUERY = (
-    'clamp_max(sum(increase(inference_fleet_proxy_requests_total{namespace="inference",endpoint="chat",'
-    'role="proxy"}[5m])), 1)'
+    f"clamp_max((time() - max(inference_fleet_proxy_last_request_timestamp_seconds{PROXY}) < bool 300) + "
+    f"sum(inference_fleet_proxy_requests_in_flight{PROXY}), 1)"
 )
 ROLE = "chat-prefill"
 SCALING = {
