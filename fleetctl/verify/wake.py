@@ -1,7 +1,7 @@
 """Endpoints scaled to zero. A split Mooncake endpoint whose roles autoscale from ``min_replicas: 0``
 keeps its proxy up while they are at zero: it answers a completion at once with 503, a
-``Retry-After`` and the error type ``scaled_to_zero``, and counts the request, which wakes the
-roles (KEDA reads the count through the ScaledObject's ``wake`` trigger). The request check
+``Retry-After`` and the error type ``scaled_to_zero``, and notes the request, which wakes the
+roles (KEDA reads its time through the ScaledObject's ``wake`` trigger). The request check
 meets that answer; by default it waits for the wake, asking again after each ``Retry-After``
 for at most ``--wake-wait`` seconds (a wait the run's ``--deadline`` does not count), and the
 checks after it run on the woken endpoint."""
