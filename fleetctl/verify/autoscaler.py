@@ -17,8 +17,8 @@ reconcileAutoscaler, v1.30 to v1.36) sets ScalingActive False with the reason ``
 ("scaling is disabled since the replica count of the target is zero") and no currentMetrics, and
 KEDA (v2.20.2 pkg/scaling/executor/scale_scaledobjects.go) sets Active False, ScalerNotActive. The
 pods' series are gone with the pods. What must hold then is what wakes the role: its ``wake``
-trigger, whose query reads the requests the endpoint's proxy (a classic endpoint's gate) counted, must
-find its series (it is scraped); the other triggers' series are not required."""
+trigger, whose query reads when the endpoint's proxy (a classic endpoint's gate) last had a
+request, must find its series (it is scraped); the other triggers' series are not required."""
 
 from __future__ import annotations
 
