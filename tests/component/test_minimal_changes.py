@@ -281,8 +281,8 @@ def test_scaling_a_classic_endpoint_to_zero_adds_its_gate_and_moves_the_route_to
     """min_replicas 0 of a classic endpoint plans: the gate created (program, Deployment, Service,
     disruption budget, policy); the route's action renamed to the gate's Service, the canary's share
     kept; the server's policy narrowed to the gate and the scraper, the canary's own policy created;
-    the ScaledObject's minimum, cooldown and wake trigger in place. The server and canary workloads and
-    Services stay, and nothing is replaced."""
+    the ScaledObject's minimum, cooldown and wake trigger in place; the dashboard's gate row. The server
+    and canary workloads and Services stay, and nothing is replaced."""
     entries = planned_edit(base_plans, tmp_path, capsys, "prod", "autoscaling", "set", "summarize", "--min", "0")
     policy = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
     expected = []
@@ -297,6 +297,8 @@ def test_scaling_a_classic_endpoint_to_zero_adds_its_gate_and_moves_the_route_to
             ("update", policy, f"{region}-summarize", "in place"),
             ("update", ROUTE, f"{region}-summarize", "in place"),
             ("update", "kubernetes:keda.sh/v1alpha1:ScaledObject", f"{region}-summarize", "in place"),
+            # The region's dashboard gains the gate's row.
+            ("update", CONFIG_MAP, f"{region}-dashboard", "in place"),
         ]
     assert summary(entries) == sorted(expected)
     for entry in entries:
