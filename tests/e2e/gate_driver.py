@@ -17,24 +17,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests.e2e.proxy_driver import WAIT_SECONDS, reported, wait_until
 from tests.e2e.server_standin import HOLD_PROMPT
 
 SERVER = "127.0.0.2"
 SERVER_PORT = 80
-WAIT_SECONDS = 20.0
-
-
-def wait_until(condition: Callable[[], bool], what: str, seconds: float = WAIT_SECONDS) -> float:
-    start = time.monotonic()
-    while not condition():
-        if time.monotonic() - start > seconds:
-            raise TimeoutError(f"not within {seconds} s: {what}")
-        time.sleep(0.05)
-    return round(time.monotonic() - start, 3)
 
 
 class Gate:
@@ -178,16 +168,13 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     logs = Path(tempfile.mkdtemp())
     processes: dict[str, subprocess.Popen[bytes]] = {}
-    try:
-        result = scenario(spec, logs, processes)
-    except BaseException:
-        for log in sorted(logs.glob("*.log")):
-            print(f"--- {log.name}\n{log.read_text()[-3000:]}", file=sys.stderr)
-        raise
-    finally:
+
+    def close() -> None:
         for process in processes.values():
             process.send_signal(signal.SIGKILL)
             process.wait()
+
+    result = reported(logs, lambda: scenario(spec, logs, processes), close)
     print(json.dumps(result))
 
 

@@ -135,6 +135,19 @@ def post(url: str, payload: dict[str, Any]) -> tuple[int, str]:
         return 0, repr(failure)
 
 
+def reported(logs: Path, scenario: Callable[[], dict[str, Any]], close: Callable[[], None]) -> dict[str, Any]:
+    """What ``scenario()`` returned; when it failed, the tail of every log under ``logs`` went to
+    stderr first (a driver's output is all its test sees). ``close`` runs either way."""
+    try:
+        return scenario()
+    except BaseException:
+        for log in sorted(logs.glob("*.log")):
+            print(f"--- {log.name}\n{log.read_text()[-3000:]}", file=sys.stderr)
+        raise
+    finally:
+        close()
+
+
 def wait_until(condition: Callable[[], bool], what: str, seconds: float = WAIT_SECONDS) -> float:
     """Seconds until ``condition`` held (checked every 50 ms)."""
     start = time.monotonic()
@@ -270,14 +283,7 @@ def main() -> None:
     """argv: a JSON object: proxy {argv, env}, path (PATH for the proxy), prefill_service,
     decode_host, port, bootstrap_port, proxy_port, api_key."""
     scene = Scene(json.loads(sys.argv[1]))
-    try:
-        result = scenario(scene)
-    except BaseException:
-        for log in sorted(scene.logs.glob("*.log")):
-            print(f"--- {log.name}\n{log.read_text()[-3000:]}", file=sys.stderr)
-        raise
-    finally:
-        scene.close()
+    result = reported(scene.logs, lambda: scenario(scene), scene.close)
     result["proxy_log"] = (scene.logs / "proxy.log").read_text()
     print(json.dumps(result))
 

@@ -20,7 +20,7 @@ import urllib.request
 from typing import Any
 
 from tests.e2e.pd_standins import HOLD_PROMPT
-from tests.e2e.proxy_driver import DECODE, PREFILL_A, Scene, get, wait_until
+from tests.e2e.proxy_driver import DECODE, PREFILL_A, Scene, get, reported, wait_until
 
 PAYLOAD = {"model": "Qwen/Qwen3-8B", "prompt": "hello", "max_tokens": 8}
 
@@ -142,14 +142,7 @@ def main() -> None:
     spec = json.loads(sys.argv[1])
     scene = Scene({**spec, "proxy_port": 0})
     proxies = {name: Proxy(proxy) for name, proxy in spec["proxies"].items()}
-    try:
-        result = scenario(scene, proxies)
-    except BaseException:
-        for log in sorted(scene.logs.glob("*.log")):
-            print(f"--- {log.name}\n{log.read_text()[-3000:]}", file=sys.stderr)
-        raise
-    finally:
-        scene.close()
+    result = reported(scene.logs, lambda: scenario(scene, proxies), scene.close)
     print(json.dumps(result))
 
 

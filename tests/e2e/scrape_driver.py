@@ -69,36 +69,47 @@ def query(port: int, promql: str) -> list[dict[str, Any]]:
     return result
 
 
+def start_prometheus(
+    binary: str, config: dict[str, Any], groups: dict[str, list[dict[str, Any]]], work: Path
+) -> tuple[subprocess.Popen[bytes], int]:
+    """The real Prometheus (``binary``) on a free loopback port, running ``config`` with each job's
+    targets read from a file of ``groups`` (file discovery standing in for Kubernetes'), scraping
+    and evaluating every second; its data and log under ``work``."""
+    for job, listed in groups.items():
+        (work / f"{job}.json").write_text(json.dumps(listed))
+    config = with_file_sd(config, str(work))
+    config["global"] = {**config["global"], "scrape_interval": "1s", "evaluation_interval": "1s"}
+    with (work / "prometheus.yml").open("w", encoding="utf-8") as handle:
+        YAML(typ="safe", pure=True).dump(config, handle)
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            binary,
+            f"--config.file={work / 'prometheus.yml'}",
+            f"--storage.tsdb.path={work / 'data'}",
+            f"--web.listen-address=127.0.0.1:{port}",
+        ],
+        stdout=(work / "prometheus.log").open("ab"),
+        stderr=subprocess.STDOUT,
+    )
+    return process, port
+
+
 def main() -> None:
     scene = json.loads(sys.argv[1])
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     work = Path(tempfile.mkdtemp(prefix="scrape-"))
     servers = {name: serve(text) for name, text in scene["expositions"].items()}
+    groups: dict[str, list[dict[str, Any]]] = {}
     for job, targets in scene["targets"].items():
-        groups = []
+        groups[job] = []
         for target in targets:
             port = servers[target["stand_in"]][1] if "stand_in" in target else free_port()
             labels = dict(target["labels"])
             for name, (_, stand_in_port) in servers.items():
                 labels = {key: value.replace(f"{{port:{name}}}", str(stand_in_port)) for key, value in labels.items()}
-            groups.append({"targets": [f"127.0.0.1:{port}"], "labels": labels})
-        (work / f"{job}.json").write_text(json.dumps(groups))
-    config = with_file_sd(scene["config"], str(work))
-    config["global"] = {**config["global"], "scrape_interval": "1s", "evaluation_interval": "1s"}
-    with (work / "prometheus.yml").open("w", encoding="utf-8") as handle:
-        YAML(typ="safe", pure=True).dump(config, handle)
-    port = free_port()
-    log = (work / "prometheus.log").open("w")
-    process = subprocess.Popen(
-        [
-            scene["prometheus"],
-            f"--config.file={work / 'prometheus.yml'}",
-            f"--storage.tsdb.path={work / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+            groups[job].append({"targets": [f"127.0.0.1:{port}"], "labels": labels})
+    process, port = start_prometheus(scene["prometheus"], scene["config"], groups, work)
     try:
         deadline = time.monotonic() + WAIT_SECONDS
         expected = set(scene["expositions"])

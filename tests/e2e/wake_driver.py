@@ -19,7 +19,7 @@ import urllib.request
 from typing import Any
 
 from fleetctl.verify.command import main as verify
-from tests.e2e.proxy_driver import DECODE, PREFILL_A, Scene, get, wait_until
+from tests.e2e.proxy_driver import DECODE, PREFILL_A, Scene, get, reported, wait_until
 
 POLL_SECONDS = 0.2
 
@@ -43,39 +43,35 @@ def keda(scene: Scene, metrics_url: str, woke: dict[str, Any]) -> None:
     woke["roles_started"] = True
 
 
+def scenario(scene: Scene, spec: dict[str, Any]) -> dict[str, Any]:
+    metrics_url = f"http://127.0.0.1:{spec['metrics_port']}/metrics"
+    woke: dict[str, Any] = {}
+    scene.network([])
+    proxy = spec["proxy"]
+    scene.start("proxy", proxy["argv"], {**os.environ, "PATH": spec["path"], **proxy["env"]})
+    wait_until(lambda: scene.health() == 200, "the proxy ready at zero")
+    health = get(f"{scene.proxy_url}/health")[1]
+    if spec["wake"]:
+        threading.Thread(target=keda, args=(scene, metrics_url, woke), daemon=True).start()
+    printed, errors = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors):
+        code = verify([*spec["verify"], "--output", "json"])
+    return {
+        "code": code,
+        "checks": json.loads(printed.getvalue() or "[]"),
+        "errors": errors.getvalue(),
+        "health_at_zero": health,
+        "metrics": exposition(metrics_url),
+        "woke": woke,
+    }
+
+
 def main() -> None:
     """argv: a JSON object: proxy {argv, env}, path, prefill_service, decode_host, port,
     bootstrap_port, proxy_port, metrics_port, api_key, verify (its arguments), wake (bool)."""
     spec = json.loads(sys.argv[1])
     scene = Scene(spec)
-    metrics_url = f"http://127.0.0.1:{spec['metrics_port']}/metrics"
-    woke: dict[str, Any] = {}
-    try:
-        scene.network([])
-        proxy = spec["proxy"]
-        scene.start("proxy", proxy["argv"], {**os.environ, "PATH": spec["path"], **proxy["env"]})
-        wait_until(lambda: scene.health() == 200, "the proxy ready at zero")
-        health = get(f"{scene.proxy_url}/health")[1]
-        if spec["wake"]:
-            threading.Thread(target=keda, args=(scene, metrics_url, woke), daemon=True).start()
-        printed, errors = io.StringIO(), io.StringIO()
-        with contextlib.redirect_stdout(printed), contextlib.redirect_stderr(errors):
-            code = verify([*spec["verify"], "--output", "json"])
-        result = {
-            "code": code,
-            "checks": json.loads(printed.getvalue() or "[]"),
-            "errors": errors.getvalue(),
-            "health_at_zero": health,
-            "metrics": exposition(metrics_url),
-            "woke": woke,
-        }
-    except BaseException:
-        for log in sorted(scene.logs.glob("*.log")):
-            print(f"--- {log.name}\n{log.read_text()[-3000:]}", file=sys.stderr)
-        raise
-    finally:
-        scene.close()
-    print(json.dumps(result))
+    print(json.dumps(reported(scene.logs, lambda: scenario(scene, spec), scene.close)))
 
 
 if __name__ == "__main__":

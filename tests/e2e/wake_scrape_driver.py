@@ -15,16 +15,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 import time
 from typing import Any
 
-from ruamel.yaml import YAML
-
-from tests.e2e.proxy_driver import Scene, get, post, wait_until
-from tests.e2e.scrape_driver import free_port, query
-from tests.prometheus_config import with_file_sd
+from tests.e2e.proxy_driver import Scene, get, post, reported, wait_until
+from tests.e2e.scrape_driver import query, start_prometheus
 
 WAKE_SECONDS = 30.0
 """Scrapes here are every second: a wake visible to the query takes a scrape or two."""
@@ -48,25 +44,11 @@ def scenario(scene: Scene, spec: dict[str, Any]) -> dict[str, Any]:
     if spec["request_first"]:  # the request reaches the proxy before Prometheus ever scraped it
         wait_until(lambda: get(f"http://127.0.0.1:{spec['proxy_port']}/health")[0] == 200, "the proxy is ready")
         out["request"] = request(spec)
-    for job, targets in spec["targets"].items():
-        groups = [{"targets": [f"127.0.0.1:{t['port']}"], "labels": t["labels"]} for t in targets]
-        (scene.logs / f"{job}.json").write_text(json.dumps(groups))
-    config = with_file_sd(spec["config"], str(scene.logs))
-    config["global"] = {**config["global"], "scrape_interval": "1s", "evaluation_interval": "1s"}
-    with (scene.logs / "prometheus.yml").open("w", encoding="utf-8") as handle:
-        YAML(typ="safe", pure=True).dump(config, handle)
-    port = free_port()
-    log = (scene.logs / "prometheus.log").open("ab")
-    scene.processes["prometheus"] = subprocess.Popen(
-        [
-            spec["prometheus"],
-            f"--config.file={scene.logs / 'prometheus.yml'}",
-            f"--storage.tsdb.path={scene.logs / 'data'}",
-            f"--web.listen-address=127.0.0.1:{port}",
-        ],
-        stdout=log,
-        stderr=subprocess.STDOUT,
-    )
+    groups = {
+        job: [{"targets": [f"127.0.0.1:{t['port']}"], "labels": t["labels"]} for t in targets]
+        for job, targets in spec["targets"].items()
+    }
+    scene.processes["prometheus"], port = start_prometheus(spec["prometheus"], spec["config"], groups, scene.logs)
     queries: list[str] = spec["queries"]
 
     def answered() -> bool:
@@ -92,14 +74,7 @@ def scenario(scene: Scene, spec: dict[str, Any]) -> dict[str, Any]:
 def main() -> None:
     spec = json.loads(sys.argv[1])
     scene = Scene(spec)
-    try:
-        result = scenario(scene, spec)
-    except BaseException:
-        for log in sorted(scene.logs.glob("*.log")):
-            print(f"--- {log.name}\n{log.read_text()[-3000:]}", file=sys.stderr)
-        raise
-    finally:
-        scene.close()
+    result = reported(scene.logs, lambda: scenario(scene, spec), scene.close)
     print(json.dumps(result))
 
 
