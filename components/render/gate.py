@@ -22,17 +22,14 @@ from components.render.classic import pod_disruption_budget, service
 from components.render.kube import endpoint_pods, network_policy, scraper_rule, tcp_ports
 from components.render.placement import PlacedEndpoint
 from components.render.proxy import (
-    PROGRAM_DIR,
-    PROGRAM_FILE,
-    PROXY_CONTAINER,
     PROXY_HEALTH_PATH,
     PROXY_METRICS_PORT,
     PROXY_PORT,
-    REFRESH_SECONDS,
+    front_container,
     front_deployment,
     program_config_map,
 )
-from components.render.route import IDLE_TIMEOUT_SECONDS, SERVICE_PORT
+from components.render.route import SERVICE_PORT
 from components.spec.endpoint import Endpoint
 
 GATE_HEALTH_PATH = PROXY_HEALTH_PATH
@@ -55,31 +52,10 @@ def server_url(endpoint: PlacedEndpoint) -> str:
 
 
 def gate_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
-    args = [
-        "--host",
-        "0.0.0.0",
-        "--port",
-        str(PROXY_PORT),
-        "--forward",
-        server_url(endpoint),
-        "--forward-health",
-        endpoint.spec.health_check_path,
-        "--refresh-seconds",
-        str(REFRESH_SECONDS),
-        # Longer than the load balancer's idle timeout, so it never reuses a connection we closed.
-        "--keepalive-seconds",
-        str(IDLE_TIMEOUT_SECONDS + 30),
-        "--metrics-port",
-        str(PROXY_METRICS_PORT),
-        "--scale-to-zero",
-        "server",
-    ]
-    return {
-        "name": PROXY_CONTAINER,
-        "image": endpoint.image,
-        "command": ["python3", f"{PROGRAM_DIR}/{PROGRAM_FILE}"],
-        "args": args,
-    }
+    health = endpoint.spec.health_check_path
+    assert health is not None, "filled in with the framework's (components/spec/endpoint.py)"
+    peers = ["--forward", server_url(endpoint), "--forward-health", health]
+    return front_container(endpoint.image, peers, ["server"])
 
 
 def gate_objects(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:

@@ -20,6 +20,7 @@ The same program, with ``--forward``, is the gate of a classic endpoint that may
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
 
@@ -89,22 +90,16 @@ def scaled_to_zero_roles(endpoint: PlacedEndpoint) -> list[str]:
     return [role for role, block in blocks.items() if block is not None and block.min_replicas == 0]
 
 
-def proxy_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
-    mooncake = mooncake_of(endpoint)
-    assert mooncake.proxy is not None
+def front_container(image: str, peers: list[str], scaled_to_zero: Sequence[str]) -> dict[str, Any]:
+    """The program's container in front of an endpoint (a split endpoint's proxy, a classic one's
+    gate): ``peers`` are the arguments naming what it sends requests to, ``scaled_to_zero`` the
+    backends that may have no pod."""
     args = [
         "--host",
         "0.0.0.0",
         "--port",
         str(PROXY_PORT),
-        "--prefill-service",
-        prefill_service_host(endpoint),
-        "--prefill-port",
-        str(endpoint.spec.port),
-        "--bootstrap-port",
-        str(mooncake.transfer.bootstrap_base_port),
-        "--decode",
-        decode_url(endpoint),
+        *peers,
         "--refresh-seconds",
         str(REFRESH_SECONDS),
         # Longer than the load balancer's idle timeout, so it never reuses a connection we closed.
@@ -113,14 +108,31 @@ def proxy_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
         "--metrics-port",
         str(PROXY_METRICS_PORT),
     ]
-    for role in scaled_to_zero_roles(endpoint):
-        args += ["--scale-to-zero", role]
-    container: dict[str, Any] = {
+    for backend in scaled_to_zero:
+        args += ["--scale-to-zero", backend]
+    return {
         "name": PROXY_CONTAINER,
-        "image": mooncake.proxy.image,
+        "image": image,
         "command": ["python3", f"{PROGRAM_DIR}/{PROGRAM_FILE}"],
         "args": args,
     }
+
+
+def proxy_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
+    mooncake = mooncake_of(endpoint)
+    assert mooncake.proxy is not None
+    assert mooncake.proxy.image is not None, "filled in by the spec"
+    peers = [
+        "--prefill-service",
+        prefill_service_host(endpoint),
+        "--prefill-port",
+        str(endpoint.spec.port),
+        "--bootstrap-port",
+        str(mooncake.transfer.bootstrap_base_port),
+        "--decode",
+        decode_url(endpoint),
+    ]
+    container = front_container(mooncake.proxy.image, peers, scaled_to_zero_roles(endpoint))
     if mooncake.proxy.admin_api_key_secret is not None:
         # Sent as the Bearer token to the role servers, which require it (their VLLM_API_KEY).
         ref = {"secretKeyRef": {"name": mooncake.proxy.admin_api_key_secret, "key": ADMIN_KEY_IN_SECRET}}

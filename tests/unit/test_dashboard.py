@@ -110,6 +110,11 @@ def series(name: str, values: str, **labels: str) -> dict[str, str]:
     return {"series": name + "{" + ",".join(f'{key}="{value}"' for key, value in found.items()) + "}", "values": values}
 
 
+def at(minute: str, expr: str, *samples: tuple[str, float]) -> dict[str, Any]:
+    """A promtool expression test: ``expr`` at ``minute`` gives ``samples`` (labels, value)."""
+    return {"expr": expr, "eval_time": minute, "exp_samples": [{"labels": key, "value": v} for key, v in samples]}
+
+
 def test_a_split_endpoints_proxy_row_shows_its_requests_unserved_by_role_and_its_roles_at_zero(
     tmp_path: Path,
 ) -> None:
@@ -139,9 +144,6 @@ def test_a_split_endpoints_proxy_row_shows_its_requests_unserved_by_role_and_its
         series("up", "1x40", pod="chat-proxy-0", role="prefill", job="proxy"),  # another job: not a prefill pod
     ]
     (received, answered), (unserved,), (in_flight,), (prefill, decode) = row.values()
-
-    def at(minute: str, expr: str, *samples: tuple[str, float]) -> dict[str, Any]:
-        return {"expr": expr, "eval_time": minute, "exp_samples": [{"labels": key, "value": v} for key, v in samples]}
 
     promtool_test(
         tmp_path,
@@ -191,9 +193,6 @@ def test_a_gated_classic_endpoints_gate_row_shows_its_requests_unserved_and_its_
         series("up", "1x40", pod="chat-canary-0", role="canary", job="inference"),  # not the server
     ]
     (received, answered), (unserved,), (in_flight,), (server,) = row.values()
-
-    def at(minute: str, expr: str, *samples: tuple[str, float]) -> dict[str, Any]:
-        return {"expr": expr, "eval_time": minute, "exp_samples": [{"labels": key, "value": v} for key, v in samples]}
 
     promtool_test(
         tmp_path,
