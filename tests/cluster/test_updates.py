@@ -43,6 +43,7 @@ EDITS = [
     # prod's chat autoscales both roles, so its topology sizes nothing; its scaling is the edit there
     ("prod", "autoscaling", "set", "chat", "--role", "decode", "--metric", "running:48", "--metric", "kv_cache:0.85"),
     ("prod", "autoscaling", "set", "chat", "--role", "prefill", "--min", "0"),  # to zero: woken by the proxy
+    ("prod", "autoscaling", "set", "summarize", "--min", "0"),  # a classic endpoint to zero: behind its gate
     ("prod", "stop", "chat"),  # a split endpoint (dev's chat-pd runs a canary, which a stop refuses)
     ("prod", "endpoint", "remove", "summarize"),
 ]

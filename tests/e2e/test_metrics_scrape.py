@@ -50,8 +50,14 @@ PROXY = (
     f"# TYPE {PROXY_IN_FLIGHT} gauge\n{PROXY_IN_FLIGHT} 0\n"
 )
 """The series the proxy program serves on its metrics port (its own e2e tests hold the program to them)."""
-GATE = exposition(Counts(requests=2, unserved={"server": 2}, last_request=time.time()))
-"""The same program's exposition as a classic endpoint's gate (``--forward``): one backend, the server."""
+
+
+def gate_exposition() -> str:
+    """The same program's exposition as a classic endpoint's gate (``--forward``): one backend, the
+    server; its last request now (when the scene is made, not when this module was imported)."""
+    return exposition(Counts(requests=2, unserved={"server": 2}, last_request=time.time()))
+
+
 ANNOTATION = "__meta_kubernetes_pod_annotation_inference_fleet_metrics_port"
 
 
@@ -154,7 +160,7 @@ def scraped() -> dict[str, Any]:
     scene = {
         "prometheus": binary("prometheus"),
         "config": rendered_config(prometheus_values(Metrics())),
-        "expositions": {"vllm": VLLM, "triton": TRITON, "dcgm": DCGM, "proxy": PROXY, "gate": GATE},
+        "expositions": {"vllm": VLLM, "triton": TRITON, "dcgm": DCGM, "proxy": PROXY, "gate": gate_exposition()},
         "targets": TARGETS,
         "queries": [*POD_COUNTS, GATE_REQUESTS, GATE_WAKE],
     }
