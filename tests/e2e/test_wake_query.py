@@ -63,6 +63,37 @@ def discovered(namespace: str, template: dict[str, Any], pod: str = POD) -> list
     return targets
 
 
+def run_scene(
+    namespace: str, template: dict[str, Any], pod: str, front: dict[str, Any], queries: list[str], request_first: bool
+) -> dict[str, Any]:
+    """The wake scene (tests/e2e/wake_scrape_driver.py): the front program (``front``: argv and env)
+    started as rendered, its pod's targets as discovery would list them from ``template``, the
+    rendered Prometheus configuration, and ``queries`` asked."""
+    config = rendered_config(prometheus_values(Metrics()))
+    targets: dict[str, list[dict[str, Any]]] = {job["job_name"]: [] for job in config["scrape_configs"]}
+    targets["proxy"] = discovered(namespace, template, pod)
+    targets["inference"] = list(targets["proxy"])  # what the inference job would list too: it keeps none
+    spec = {
+        "prometheus": binary("prometheus"),
+        "config": config,
+        "targets": targets,
+        "proxy": front,
+        "path": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
+        "queries": queries,
+        "gauge": PROXY_LAST_REQUEST,
+        "request_first": request_first,
+        "proxy_port": 8000,
+        # The Scene's names: no prefill pod, no decode listening, and a gate's server Service
+        # (chat.inference.svc) not among them: every backend at zero.
+        "prefill_service": f"chat-prefill.{namespace}.svc",
+        "decode_host": f"chat-decode.{namespace}.svc",
+        "port": PORT,
+        "bootstrap_port": 8998,
+        "api_key": ADMIN_KEY,
+    }
+    return run_driver("tests.e2e.wake_scrape_driver", json.dumps(spec), mount=True, timeout=180)
+
+
 def scene(program_dir: Path, *, request_first: bool = False) -> dict[str, Any]:
     endpoint = at_zero(("prefill", "decode"))
     objects = mooncake_objects(endpoint, None)
@@ -73,27 +104,9 @@ def scene(program_dir: Path, *, request_first: bool = False) -> dict[str, Any]:
         if trigger.get("name") == "wake"
     ]
     assert queries == [wake_query(endpoint.namespace, endpoint.name)] * 2
-    config = rendered_config(prometheus_values(Metrics()))
-    targets: dict[str, list[dict[str, Any]]] = {job["job_name"]: [] for job in config["scrape_configs"]}
-    targets["proxy"] = discovered(endpoint.namespace, objects["proxy"]["spec"]["template"])
-    targets["inference"] = list(targets["proxy"])  # what the inference job would list too: it keeps none
-    spec = {
-        "prometheus": binary("prometheus"),
-        "config": config,
-        "targets": targets,
-        "proxy": rendered_proxy(endpoint, program_dir),
-        "path": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-        "queries": queries,
-        "gauge": PROXY_LAST_REQUEST,
-        "request_first": request_first,
-        "proxy_port": 8000,
-        "prefill_service": f"chat-prefill.{endpoint.namespace}.svc",
-        "decode_host": f"chat-decode.{endpoint.namespace}.svc",
-        "port": PORT,
-        "bootstrap_port": 8998,
-        "api_key": ADMIN_KEY,
-    }
-    return run_driver("tests.e2e.wake_scrape_driver", json.dumps(spec), mount=True, timeout=180)
+    template = objects["proxy"]["spec"]["template"]
+    proxy = rendered_proxy(endpoint, program_dir)
+    return run_scene(endpoint.namespace, template, POD, proxy, queries, request_first)
 
 
 def gate_scene(program_dir: Path) -> dict[str, Any]:
@@ -101,30 +114,9 @@ def gate_scene(program_dir: Path) -> dict[str, Any]:
     objects = classic_objects(endpoint)
     queries = [t["metadata"]["query"] for t in objects["autoscaler"]["spec"]["triggers"] if t.get("name") == "wake"]
     assert queries == [wake_query(endpoint.namespace, endpoint.name, "gate")]
-    config = rendered_config(prometheus_values(Metrics()))
-    targets: dict[str, list[dict[str, Any]]] = {job["job_name"]: [] for job in config["scrape_configs"]}
-    targets["proxy"] = discovered(endpoint.namespace, objects["gate"]["spec"]["template"], GATE_POD)
-    targets["inference"] = list(targets["proxy"])  # what the inference job would list too: it keeps none
-    gate = rendered_gate(program_dir)
-    spec = {
-        "prometheus": binary("prometheus"),
-        "config": config,
-        "targets": targets,
-        "proxy": {"argv": gate["argv"], "env": {}},
-        "path": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '')}",
-        "queries": queries,
-        "gauge": PROXY_LAST_REQUEST,
-        "request_first": False,
-        "proxy_port": 8000,
-        # The Scene's names: the server Service's name (chat.inference.svc) is not among them, so the
-        # gate finds no server, as at zero.
-        "prefill_service": f"chat-prefill.{endpoint.namespace}.svc",
-        "decode_host": f"chat-decode.{endpoint.namespace}.svc",
-        "port": PORT,
-        "bootstrap_port": 8998,
-        "api_key": ADMIN_KEY,
-    }
-    return run_driver("tests.e2e.wake_scrape_driver", json.dumps(spec), mount=True, timeout=180)
+    template = objects["gate"]["spec"]["template"]
+    gate = {"argv": rendered_gate(program_dir)["argv"], "env": {}}
+    return run_scene(endpoint.namespace, template, GATE_POD, gate, queries, request_first=False)
 
 
 @pytest.fixture(scope="module")
