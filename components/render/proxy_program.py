@@ -82,6 +82,13 @@ HOP_BY_HOP = frozenset(
 )
 """Headers of one connection, not of the request (RFC 9110 section 7.6.1), never forwarded; the
 host and length are those of the forwarded request, set by the client library."""
+
+
+def connection_headers(headers: Any) -> set[str]:
+    """The headers ``headers`` name in its Connection header: of that connection only, never forwarded."""
+    return {name.strip().lower() for name in headers.get("Connection", "").split(",")}
+
+
 SCALED_TO_ZERO = "scaled_to_zero"
 """The error type of a request answered while its roles are at zero, and /health's key naming them."""
 
@@ -395,8 +402,8 @@ class Gate(Front):
         if self.server.known and not self.server.up:
             self.counts.unserved_by([SERVER])
             return error(503, "the server is not serving")
-        connection = {name.strip().lower() for name in request.headers.get("Connection", "").split(",")}
-        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in HOP_BY_HOP | connection]
+        dropped = HOP_BY_HOP | connection_headers(request.headers)
+        headers = [(k, v) for k, v in request.headers.items() if k.lower() not in dropped]
         if request.remote:
             headers.append(("X-Forwarded-For", request.remote))
         try:
@@ -525,8 +532,7 @@ async def relay(
     sized answer stays sized)."""
     async with answer:
         if forward_headers:
-            connection = {name.strip().lower() for name in answer.headers.get("Connection", "").split(",")}
-            dropped = (HOP_BY_HOP - {"content-length"}) | connection
+            dropped = (HOP_BY_HOP - {"content-length"}) | connection_headers(answer.headers)
             headers = [(k, v) for k, v in answer.headers.items() if k.lower() not in dropped]
             response = web.StreamResponse(status=answer.status, reason=answer.reason, headers=headers)
         else:

@@ -23,26 +23,19 @@ from components.metric_table import (
     PROXY_UNSERVED,
 )
 from components.render.classic import classic_objects
-from components.render.proxy import PROGRAM_DIR, PROGRAM_FILE, PROXY_METRICS_PORT, PROXY_PORT, REFRESH_SECONDS
+from components.render.proxy import PROXY_METRICS_PORT, PROXY_PORT
 from tests.e2e.namespace import run_driver
+from tests.e2e.test_mooncake_proxy import RECOVERY_SECONDS, mounted_front
 from tests.e2e.test_proxy_scale_to_zero import EXPOSITION_TYPE, SCALED_TO_ZERO_TYPE, samples
 from tests.unit.stack_builders import placed_endpoint, with_classic
 
-RECOVERY_SECONDS = REFRESH_SECONDS + 3
-"""A refresh period, plus room for one refresh and a busy test machine."""
 HEALTH_PATH = "/ready"
 SCALING = {"min_replicas": 0, "max_replicas": 2, "metrics": ["queue:4"]}
 
 
 def rendered_gate(program_dir: Path) -> dict[str, Any]:
     endpoint = placed_endpoint(with_classic({"autoscaling": SCALING, "health_check_path": HEALTH_PATH}))
-    objects = classic_objects(endpoint)
-    for name, text in objects["gate-program"]["data"].items():
-        (program_dir / name).write_text(text)
-    (container,) = objects["gate"]["spec"]["template"]["spec"]["containers"]
-    assert container["command"][1] == f"{PROGRAM_DIR}/{PROGRAM_FILE}"
-    argv = [*container["command"], *container["args"]]
-    argv[1] = str(program_dir / PROGRAM_FILE)
+    argv, container = mounted_front(classic_objects(endpoint), "gate", program_dir)
     assert "env" not in container
     return {"argv": argv, "server_host": f"chat.{endpoint.namespace}.svc"}
 

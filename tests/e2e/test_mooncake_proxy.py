@@ -36,17 +36,24 @@ def split_endpoint() -> PlacedEndpoint:
     return placed_endpoint(stack_config(endpoints={"chat": spec}))
 
 
-def rendered_proxy(endpoint: PlacedEndpoint, program_dir: Path) -> dict[str, Any]:
-    """The proxy container's command, arguments and environment, as the pod runs them: the
-    ConfigMap's files where its volume mounts them (here ``program_dir``), the Secret's key
-    where the environment takes it from."""
-    objects = mooncake_objects(endpoint, None)
-    for name, text in objects["proxy-program"]["data"].items():
+def mounted_front(
+    objects: dict[str, dict[str, Any]], front: str, program_dir: Path
+) -> tuple[list[str], dict[str, Any]]:
+    """The command line of a front's container (``proxy`` or ``gate``) as its pod runs it, the
+    ConfigMap's files where its volume mounts them (here ``program_dir``); and the container."""
+    for name, text in objects[f"{front}-program"]["data"].items():
         (program_dir / name).write_text(text)
-    (container,) = objects["proxy"]["spec"]["template"]["spec"]["containers"]
+    (container,) = objects[front]["spec"]["template"]["spec"]["containers"]
     assert container["command"][1] == f"{PROGRAM_DIR}/{PROGRAM_FILE}"
     argv = [*container["command"], *container["args"]]
     argv[1] = str(program_dir / PROGRAM_FILE)
+    return argv, container
+
+
+def rendered_proxy(endpoint: PlacedEndpoint, program_dir: Path) -> dict[str, Any]:
+    """The proxy container's command, arguments and environment, as the pod runs them: its
+    program where the volume mounts it, the Secret's key where the environment takes it from."""
+    argv, container = mounted_front(mooncake_objects(endpoint, None), "proxy", program_dir)
     env = {}
     for variable in container.get("env", []):
         assert variable["valueFrom"]["secretKeyRef"]["name"] == "chat-admin"
