@@ -10,7 +10,14 @@ region whose targets are all unhealthy leaves the rotation.
 
 The ALB is made by the load balancer controller, not by Pulumi: it is looked up at deploy time by
 the tags the controller puts on it, once every route of the region has its status (so the ALB
-exists and one ``pulumi up`` can create the routes and then the endpoint group).
+exists and one ``pulumi up`` can create the routes and then the endpoint group). The controller writes
+that status right after CreateLoadBalancer, while the ALB is still ``provisioning``, and Global
+Accelerator takes only an active endpoint ("A resource must be valid and active when you add it as an
+endpoint", Developer Guide, "Endpoints for standard accelerators"), answering InvalidArgumentException
+naming the ARN; terraform-provider-aws ``resourceEndpointGroupCreate`` (internal/service/globalaccelerator/
+endpoint_group.go) sends CreateEndpointGroup once, and the ``aws_lb`` data source reads no state. So each
+endpoint group retries that one error, bounded (:data:`ALB_ACTIVE_ATTEMPTS`), through an error hook
+(components/platform/retries.py).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ import pulumi_aws as aws
 
 from components import naming
 from components.platform.load_balancer import CLUSTER_TAG
+from components.platform.retries import Retry, retrying
 from components.spec.front import ACCELERATOR, ROUTE53_LATENCY, GlobalFront, listen_port
 from components.spec.region import Region
 
@@ -34,6 +42,9 @@ STACK_TAG = "ingress.k8s.aws/stack"
 """The controller tags an ingress group's ALB with the group's name (an explicit group: the name
 alone; pkg/ingress/group.go GroupID.String of kubernetes-sigs/aws-load-balancer-controller)."""
 PROTOCOL = "TCP"
+ALB_ACTIVE_ATTEMPTS = 40
+ALB_ACTIVE_DELAY_SECONDS = 15.0
+"""Up to ten minutes for a new ALB to leave ``provisioning`` (it takes a few)."""
 __all__ = ["ACCELERATOR", "API_REGION", "GlobalFrontArgs", "GlobalFrontDoor", "RegionFront", "global_address"]
 
 
@@ -62,6 +73,23 @@ def endpoint_configuration(
     # so the ALB's inbound CIDRs (the region's allowed_cidrs) apply to the real clients.
     return aws.globalaccelerator.EndpointGroupEndpointConfigurationArgs(
         endpoint_id=alb_arn, client_ip_preservation_enabled=True, weight=weight
+    )
+
+
+def alb_not_active(error: str) -> bool:
+    """Global Accelerator's refusal of an ALB it cannot take yet: an InvalidArgumentException naming an
+    ALB's ARN (terraform-provider-aws prefixes it "creating Global Accelerator Endpoint Group")."""
+    return "InvalidArgumentException" in error and ":loadbalancer/app/" in error
+
+
+def alb_active_retry(region: str) -> Retry:
+    return Retry(
+        waiting_for=f"the ALB of {region} to be active",
+        matches=alb_not_active,
+        attempts=ALB_ACTIVE_ATTEMPTS,
+        delay_seconds=ALB_ACTIVE_DELAY_SECONDS,
+        advice=f"see the ALB's state (aws elbv2 describe-load-balancers --region {region}) and the load "
+        "balancer controller's events on the region's Ingresses, then run pulumi up again",
     )
 
 
@@ -139,7 +167,9 @@ class GlobalFrontDoor(pulumi.ComponentResource):
                 endpoint_group_region=region,
                 traffic_dial_percentage=float(settings.traffic_dial),
                 endpoint_configurations=[endpoint_configuration(alb.arn, settings.weight)],
-                opts=child,
+                opts=pulumi.ResourceOptions.merge(
+                    child, retrying(f"{name}-{region}-alb-active", alb_active_retry(region))
+                ),
             )
         self.dns_name = accelerator.dns_name
         self.addresses = accelerator.ip_sets.apply(
