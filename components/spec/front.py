@@ -33,15 +33,18 @@ class FrontRegion(SpecModel):
         100,
         ge=0,
         le=100,
-        description="Percent of the traffic routed to this region that it serves (0 drains it; default 100). "
-        "The endpoint group's traffic dial.",
+        description="Percent of the traffic routed to this region that it serves (default 100). The endpoint "
+        "group's traffic dial: 0 drains it from normal routing, but Global Accelerator's failover ignores the "
+        "dial, so a drained region still takes traffic while no other region has a healthy endpoint.",
     )
     weight: int = Field(
         DEFAULT_WEIGHT,
         ge=0,
         le=255,
         description="Weight of the region's ALB in its endpoint group (0-255, default 128). With one ALB per "
-        "region it only matters as 0 (no traffic) or not; the dial moves traffic between regions.",
+        "region it only matters as 0 or not: 0 keeps the region out of normal routing and of failover (unless "
+        "no region has a healthy endpoint of weight above 0: then Global Accelerator fails open); the dial "
+        "moves traffic between regions.",
     )
 
 

@@ -132,7 +132,12 @@ def add_commands(commands: Subcommands) -> None:
         "region", metavar="REGION", help="a region the endpoint serves"
     )
     for action, dial, help_text in (
-        ("drain", front.drain, "take a region out of the global address's rotation (its traffic dial to 0)"),
+        (
+            "drain",
+            front.drain,
+            "take a region out of the global address's normal routing (its traffic dial to 0; "
+            "it still takes failover traffic while no other region is healthy)",
+        ),
         ("undrain", front.undrain, "put a drained region back into the global address's rotation (dial 100)"),
     ):
         parser = region.add_parser(action, parents=[options], help=help_text, description=help_text)

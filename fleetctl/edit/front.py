@@ -5,6 +5,11 @@ Draining writes ``traffic_dial: 0``; undraining goes back to the default (100) b
 and the region's entry and ``regions`` when nothing else is left in them, so a drain and an undrain
 leave the file byte for byte as it was. The plan diff of either is one endpoint group's
 ``trafficDialPercentage``, labelled ``traffic only``.
+
+A dial of 0 takes a region out of Global Accelerator's normal routing only: when the regions that
+serve have no healthy endpoint, its failover ignores the dial and may send their clients to the
+drained region (Developer Guide, "How failover works for unhealthy endpoints"). A drain says so; it
+never promises a region that takes no traffic at all.
 """
 
 from __future__ import annotations
@@ -13,7 +18,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
-from components.spec.front import KEY, FrontRegion, GlobalFront
+from components.spec.front import ACCELERATOR, KEY, FrontRegion, GlobalFront
 from fleetctl.edit.operations import EditError, _refuse, _section, declared_regions
 from fleetctl.edit.tree import flow_map, remove_entry, set_entry
 
@@ -21,6 +26,13 @@ FRONT_ORDER = tuple(field.alias or name for name, field in GlobalFront.model_fie
 REGION_ORDER = tuple(FrontRegion.model_fields)
 FULL = 100
 """The default dial: the region takes all the traffic Global Accelerator sends it."""
+FAILOVER_NOTE = (
+    "{region} still takes failover traffic: while no other region has a healthy endpoint, Global Accelerator "
+    "ignores the traffic dial and may send their clients here (keep its endpoints serving until the others are "
+    "healthy, or set global.regions.{region}.weight: 0 by hand to keep it out of failover too)"
+)
+"""What a drain of an accelerator's region does not do (AWS Global Accelerator Developer Guide, "How failover
+works for unhealthy endpoints": "for this failover, Global Accelerator ignores the traffic dial setting")."""
 
 
 def _front(config: CommentedMap, region: str) -> CommentedMap:
@@ -76,7 +88,10 @@ def drain(config: CommentedMap, region: str) -> list[str]:
         set_entry(regions, region, flow_map({"traffic_dial": 0}))
     else:
         set_entry(entry, "traffic_dial", 0, REGION_ORDER)
-    return [] if weight != 0 else [f"{region} also has weight 0"]
+    if weight == 0:
+        return [f"{region} also has weight 0"]
+    # Route 53 latency records: a drain deletes the region's record, so it takes no failover either.
+    return [FAILOVER_NOTE.format(region=region)] if front.get("kind", ACCELERATOR) == ACCELERATOR else []
 
 
 def undrain(config: CommentedMap, region: str) -> list[str]:
