@@ -102,6 +102,8 @@ class RegionFront:
     """Outputs that resolve once every route of the region has its status (the engine records)."""
     provider: aws.Provider
     """The region's own provider, for the ALB lookup."""
+    endpoints: tuple[str, ...] = ()
+    """The endpoints the region runs (an endpoint with a listener of its own has groups only in its regions)."""
 
 
 @dataclass(frozen=True)
@@ -147,33 +149,90 @@ class GlobalFrontDoor(pulumi.ComponentResource):
             enabled=True,
             opts=child,
         )
-        listener = aws.globalaccelerator.Listener(
-            f"{name}-listener",
-            accelerator_arn=accelerator.arn,
-            protocol=PROTOCOL,
-            client_affinity="NONE",
-            port_ranges=[
-                aws.globalaccelerator.ListenerPortRangeArgs(from_port=port, to_port=port)
-                for port in listener_ports(args.regions)
-            ],
-            opts=child,
-        )
-        for region, served in args.served.items():
-            settings = args.front.region(region)
-            alb = self._alb(region, served)
-            self.endpoint_groups[region] = aws.globalaccelerator.EndpointGroup(
-                f"{name}-{region}",
-                listener_arn=listener.arn,
-                endpoint_group_region=region,
-                traffic_dial_percentage=float(settings.traffic_dial),
-                endpoint_configurations=[endpoint_configuration(alb.arn, settings.weight)],
-                opts=pulumi.ResourceOptions.merge(
-                    child, retrying(f"{name}-{region}-alb-active", alb_active_retry(region))
-                ),
+        albs = {region: self._alb(region, served) for region, served in args.served.items()}
+        shared = [region for region, served in args.served.items() if set(served.endpoints) - set(args.front.endpoints)]
+        if shared or not args.front.endpoints:
+            # The routes' port, for every endpoint without a listener of its own (each runs in every region).
+            listener = aws.globalaccelerator.Listener(
+                f"{name}-listener",
+                accelerator_arn=accelerator.arn,
+                protocol=PROTOCOL,
+                client_affinity="NONE",
+                port_ranges=[
+                    aws.globalaccelerator.ListenerPortRangeArgs(from_port=port, to_port=port)
+                    for port in listener_ports(args.regions)
+                ],
+                opts=child,
             )
+            for region in shared:
+                settings = args.front.region(region)
+                self.endpoint_groups[region] = self._group(
+                    f"{name}-{region}",
+                    listener,
+                    region,
+                    albs[region].arn,
+                    settings.traffic_dial,
+                    settings.weight,
+                    child,
+                )
+        for endpoint, own in args.front.endpoints.items():
+            # One listener on the endpoint's own port, with groups only where it runs (docs/global.md).
+            listener = aws.globalaccelerator.Listener(
+                f"{name}-{endpoint}-listener",
+                accelerator_arn=accelerator.arn,
+                protocol=PROTOCOL,
+                client_affinity="NONE",
+                port_ranges=[aws.globalaccelerator.ListenerPortRangeArgs(from_port=own.port, to_port=own.port)],
+                opts=child,
+            )
+            for region, served in args.served.items():
+                if endpoint not in served.endpoints:
+                    continue
+                settings = own.region(region, args.front)
+                self.endpoint_groups[endpoint_group_key(endpoint, region)] = self._group(
+                    f"{name}-{endpoint}-at-{region}",
+                    listener,
+                    region,
+                    albs[region].arn,
+                    settings.traffic_dial,
+                    settings.weight,
+                    child,
+                    port_override=(own.port, listen_port(args.regions[region])),
+                )
         self.dns_name = accelerator.dns_name
         self.addresses = accelerator.ip_sets.apply(
             lambda sets: sorted(address for ip_set in sets or [] for address in ip_set.ip_addresses or [])
+        )
+
+    def _group(
+        self,
+        resource_name: str,
+        listener: aws.globalaccelerator.Listener,
+        region: str,
+        alb_arn: pulumi.Input[str],
+        dial: int,
+        weight: int,
+        opts: pulumi.ResourceOptions,
+        *,
+        port_override: tuple[int, int] | None = None,
+    ) -> aws.globalaccelerator.EndpointGroup:
+        """An endpoint group whose one endpoint is the region's ALB; ``port_override`` (listener port,
+        routes' port) forwards an endpoint's own port to the port the ALB listens on."""
+        overrides = None
+        if port_override is not None:
+            overrides = [
+                aws.globalaccelerator.EndpointGroupPortOverrideArgs(
+                    listener_port=port_override[0], endpoint_port=port_override[1]
+                )
+            ]
+        return aws.globalaccelerator.EndpointGroup(
+            resource_name,
+            listener_arn=listener.arn,
+            endpoint_group_region=region,
+            traffic_dial_percentage=float(dial),
+            endpoint_configurations=[endpoint_configuration(alb_arn, weight)],
+            port_overrides=overrides,
+            opts=pulumi.ResourceOptions.merge(opts, retrying(f"{resource_name}-alb-active", alb_active_retry(region))),
         )
 
     def _latency_records(self, name: str, args: GlobalFrontArgs) -> None:
@@ -202,7 +261,14 @@ class GlobalFrontDoor(pulumi.ComponentResource):
         self.addresses = pulumi.Output.from_input([])
 
 
-def global_address(endpoint: str, region: Region, dns_name: str) -> str:
-    """The endpoint's address through the front: the routes' scheme and path on the accelerator's name."""
+def endpoint_group_key(endpoint: str, region: str) -> str:
+    """``GlobalFrontDoor.endpoint_groups`` key of an endpoint's own group in a region (a shared one's is the region)."""
+    return f"{endpoint}@{region}"
+
+
+def global_address(endpoint: str, region: Region, dns_name: str, port: int | None = None) -> str:
+    """The endpoint's address through the front: the routes' scheme and path on the accelerator's name,
+    and the endpoint's own listener port when it has one."""
     scheme = "https" if listen_port(region) == 443 else "http"
-    return f"{scheme}://{dns_name}{naming.route_path(endpoint)}"
+    host = dns_name if port is None else f"{dns_name}:{port}"
+    return f"{scheme}://{host}{naming.route_path(endpoint)}"
