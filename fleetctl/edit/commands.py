@@ -143,6 +143,11 @@ def add_commands(commands: Subcommands) -> None:
         parser = region.add_parser(action, parents=[options], help=help_text, description=help_text)
         parser.set_defaults(edit=_dial(dial), edit_label=f"region {action}")
         parser.add_argument("name", metavar="REGION", help="a region of the stack, e.g. eu-west-1")
+        parser.add_argument(
+            "--endpoint",
+            metavar="NAME",
+            help="only this endpoint in the region, on its own listener (global.endpoints.NAME.port)",
+        )
 
     canary = group("canary", "a weighted canary (of a Mooncake endpoint: a whole second set, <name>-canary-*)")
     start = leaf(canary, "start", "canary start", _canary_start, "start a canary")
@@ -244,7 +249,7 @@ def _region(operation: Callable[..., list[str]]) -> Builder:
 
 
 def _dial(operation: Callable[..., list[str]]) -> Builder:
-    return lambda arguments: functools.partial(operation, region=arguments.name)
+    return lambda arguments: functools.partial(operation, region=arguments.name, endpoint=arguments.endpoint)
 
 
 def _canary_start(arguments: argparse.Namespace) -> Operation:

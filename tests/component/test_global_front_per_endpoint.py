@@ -5,12 +5,14 @@ shared listener and its groups keep their names (URNs), and the policy pack acce
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from components.spec import SpecError
 from components.validation import validate_stack
+from fleetctl.cli import main as fleetctl
 from fleetctl.plan import Plan, run_program
 from fleetctl.policy_check import check_plan
 from fleetctl.stackfile import read_stack_file
@@ -29,9 +31,15 @@ def regional_summarize(tmp_path: Path, *, port: int | None) -> Path:
     assert text.count(SUMMARIZE) == 1
     text = text.replace(SUMMARIZE, SUMMARIZE + "      target_regions: [us-east-1]\n")
     if port is not None:
-        text = text.replace(ENABLED, ENABLED + f"\n    endpoints:\n      summarize: {{port: {port}}}")
+        text = with_endpoints(text, f"\n      summarize: {{port: {port}}}")
     stack.write_text(text)
     return stack
+
+
+def with_endpoints(text: str, endpoints: str) -> str:
+    """``global.endpoints`` written below the line of ``enabled: true`` (and its comment)."""
+    line_end = text.index("\n", text.index(ENABLED) + len(ENABLED))
+    return f"{text[:line_end]}\n    endpoints:{endpoints}{text[line_end:]}"
 
 
 def plan_of(stack: Path) -> Plan:
@@ -88,7 +96,45 @@ def test_without_a_listener_of_its_own_such_an_endpoint_is_refused_naming_the_fi
 )
 def test_bad_endpoint_listeners_are_refused(tmp_path: Path, endpoints: str, message: str) -> None:
     stack = regional_summarize(tmp_path, port=None)
-    stack.write_text(stack.read_text().replace(ENABLED, ENABLED + f"\n    endpoints: {endpoints}"))
+    stack.write_text(with_endpoints(stack.read_text(), f" {endpoints}"))
     with pytest.raises(SpecError) as refused:
         validate_stack(read_stack_file(stack).project_config, stack="prod")
     assert message in str(refused.value)
+
+
+def test_drain_per_endpoint_and_region_moves_only_that_endpoints_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``fleetctl region drain REGION --endpoint NAME`` writes the endpoint's own dial in the region
+    (global.endpoints.<name>.regions.<r>.traffic_dial), plans as that one group's dial, and undrain
+    restores the file byte for byte; the last region of an endpoint, and an endpoint on the shared
+    listener, are refused with the file untouched."""
+    stack = regional_summarize(tmp_path, port=8443)
+    text = stack.read_text().replace("summarize: {port: 8443}", "summarize: {port: 8443}\n      chat: {port: 9443}")
+    stack.write_text(text)
+    before = stack.read_bytes()
+    argv = ["region", "drain", "eu-west-1", "--endpoint", "chat", "--stack-file", str(stack), "--output", "json"]
+    assert fleetctl(argv) == 0, capsys.readouterr().err
+    record = json.loads(capsys.readouterr().out)
+    assert [change["path"] for change in record["changes"]] == ["global.endpoints.chat.regions"]
+    (note,) = record["notes"]
+    assert note.startswith("chat in eu-west-1 still takes failover traffic")
+    assert "global.endpoints.chat.regions.eu-west-1.weight: 0" in note
+    spec = validate_stack(read_stack_file(stack).project_config, stack="prod")
+    assert spec.global_front.endpoints["chat"].region("eu-west-1", spec.global_front).traffic_dial == 0
+    assert spec.global_front.region("eu-west-1").traffic_dial == 100
+    groups = {group["name"]: group["inputs"] for group in by_type(plan_of(stack), ENDPOINT_GROUP)}
+    assert groups["global-front-chat-at-eu-west-1"]["trafficDialPercentage"] == 0
+    assert groups["global-front-chat-at-us-east-1"]["trafficDialPercentage"] == 100
+    assert groups["global-front-eu-west-1"]["trafficDialPercentage"] == 100
+    assert fleetctl(["region", "undrain", "eu-west-1", "--endpoint", "chat", "--stack-file", str(stack)]) == 0
+    assert stack.read_bytes() == before
+    capsys.readouterr()
+
+    assert fleetctl(["region", "drain", "us-east-1", "--endpoint", "summarize", "--stack-file", str(stack)]) == 1
+    assert "global.endpoints.summarize.regions.us-east-1.traffic_dial: us-east-1 is the last region serving" in (
+        capsys.readouterr().err
+    )
+    assert fleetctl(["region", "drain", "eu-west-1", "--endpoint", "reason", "--stack-file", str(stack)]) == 1
+    assert "global.endpoints.reason: is not set: reason has no listener of its own" in capsys.readouterr().err
+    assert stack.read_bytes() == before
