@@ -32,7 +32,7 @@ import pulumi_aws as aws
 from components import naming
 from components.platform.load_balancer import CLUSTER_TAG
 from components.platform.retries import Retry, retrying
-from components.spec.front import ACCELERATOR, ROUTE53_LATENCY, GlobalFront, listen_port
+from components.spec.front import ACCELERATOR, ROUTE53_LATENCY, FrontRegion, GlobalFront, listen_port
 from components.spec.region import Region
 
 API_REGION = "us-west-2"
@@ -153,49 +153,23 @@ class GlobalFrontDoor(pulumi.ComponentResource):
         shared = [region for region, served in args.served.items() if set(served.endpoints) - set(args.front.endpoints)]
         if shared or not args.front.endpoints:
             # The routes' port, for every endpoint without a listener of its own (each runs in every region).
-            listener = aws.globalaccelerator.Listener(
-                f"{name}-listener",
-                accelerator_arn=accelerator.arn,
-                protocol=PROTOCOL,
-                client_affinity="NONE",
-                port_ranges=[
-                    aws.globalaccelerator.ListenerPortRangeArgs(from_port=port, to_port=port)
-                    for port in listener_ports(args.regions)
-                ],
-                opts=child,
-            )
+            listener = _listener(f"{name}-listener", accelerator, listener_ports(args.regions), child)
             for region in shared:
-                settings = args.front.region(region)
                 self.endpoint_groups[region] = self._group(
-                    f"{name}-{region}",
-                    listener,
-                    region,
-                    albs[region].arn,
-                    settings.traffic_dial,
-                    settings.weight,
-                    child,
+                    f"{name}-{region}", listener, region, albs[region].arn, args.front.region(region), child
                 )
         for endpoint, own in args.front.endpoints.items():
             # One listener on the endpoint's own port, with groups only where it runs (docs/global.md).
-            listener = aws.globalaccelerator.Listener(
-                f"{name}-{endpoint}-listener",
-                accelerator_arn=accelerator.arn,
-                protocol=PROTOCOL,
-                client_affinity="NONE",
-                port_ranges=[aws.globalaccelerator.ListenerPortRangeArgs(from_port=own.port, to_port=own.port)],
-                opts=child,
-            )
+            listener = _listener(f"{name}-{endpoint}-listener", accelerator, [own.port], child)
             for region, served in args.served.items():
                 if endpoint not in served.endpoints:
                     continue
-                settings = own.region(region, args.front)
                 self.endpoint_groups[endpoint_group_key(endpoint, region)] = self._group(
                     f"{name}-{endpoint}-at-{region}",
                     listener,
                     region,
                     albs[region].arn,
-                    settings.traffic_dial,
-                    settings.weight,
+                    own.region(region, args.front),
                     child,
                     port_override=(own.port, listen_port(args.regions[region])),
                 )
@@ -210,8 +184,7 @@ class GlobalFrontDoor(pulumi.ComponentResource):
         listener: aws.globalaccelerator.Listener,
         region: str,
         alb_arn: pulumi.Input[str],
-        dial: int,
-        weight: int,
+        settings: FrontRegion,
         opts: pulumi.ResourceOptions,
         *,
         port_override: tuple[int, int] | None = None,
@@ -229,8 +202,8 @@ class GlobalFrontDoor(pulumi.ComponentResource):
             resource_name,
             listener_arn=listener.arn,
             endpoint_group_region=region,
-            traffic_dial_percentage=float(dial),
-            endpoint_configurations=[endpoint_configuration(alb_arn, weight)],
+            traffic_dial_percentage=float(settings.traffic_dial),
+            endpoint_configurations=[endpoint_configuration(alb_arn, settings.weight)],
             port_overrides=overrides,
             opts=pulumi.ResourceOptions.merge(opts, retrying(f"{resource_name}-alb-active", alb_active_retry(region))),
         )
@@ -259,6 +232,23 @@ class GlobalFrontDoor(pulumi.ComponentResource):
             )
         self.dns_name = pulumi.Output.from_input(front.record_name)
         self.addresses = pulumi.Output.from_input([])
+
+
+def _listener(
+    resource_name: str,
+    accelerator: aws.globalaccelerator.Accelerator,
+    ports: Sequence[int],
+    opts: pulumi.ResourceOptions,
+) -> aws.globalaccelerator.Listener:
+    """A TCP listener of the accelerator on ``ports``, each a range of one."""
+    return aws.globalaccelerator.Listener(
+        resource_name,
+        accelerator_arn=accelerator.arn,
+        protocol=PROTOCOL,
+        client_affinity="NONE",
+        port_ranges=[aws.globalaccelerator.ListenerPortRangeArgs(from_port=port, to_port=port) for port in ports],
+        opts=opts,
+    )
 
 
 def endpoint_group_key(endpoint: str, region: str) -> str:
