@@ -109,6 +109,7 @@ class Fleet(pulumi.ComponentResource):
                 cluster_name=self.platforms[region].cluster.cluster_name,
                 routes=list(workloads.records.values()),
                 provider=args.aws_providers[region],
+                endpoints=tuple(workloads.records),
             )
             for region, workloads in self.workloads.items()
             if workloads.records
@@ -126,7 +127,11 @@ class Fleet(pulumi.ComponentResource):
         )
         for endpoint, by_region in records.items():
             for region, record in by_region.items():
-                address = front.dns_name.apply(functools.partial(global_address, endpoint, spec.regions[region]))
+                own = spec.global_front.endpoints.get(endpoint)
+                port = own.port if own is not None else None
+                address = front.dns_name.apply(
+                    functools.partial(global_address, endpoint, spec.regions[region], port=port)
+                )
                 by_region[region] = pulumi.Output.all(record, address).apply(_with_global_address)
         return front
 

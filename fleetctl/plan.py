@@ -59,6 +59,7 @@ _OPTION_FIELDS = {
     "aliasURNs": "aliases",
     "importId": "import",
     "deletedWith": "deletedWith",
+    "hooks": "hooks",
 }
 
 

@@ -56,6 +56,7 @@ INGRESS = "kubernetes:networking.k8s.io/v1:Ingress"
 WORKLOADS = ("kubernetes:apps/v1:Deployment", "kubernetes:apps/v1:StatefulSet", "kubernetes:apps/v1:DaemonSet")
 IAM_POLICIES = ("aws:iam/rolePolicy:RolePolicy", "aws:iam/policy:Policy")
 ACCELERATOR_LISTENER = "aws:globalaccelerator/listener:Listener"
+ACCELERATOR_ENDPOINT_GROUP = "aws:globalaccelerator/endpointGroup:EndpointGroup"
 HTTPS_PORT = 443
 ALB = "alb.ingress.kubernetes.io"
 
@@ -237,23 +238,38 @@ def _listen_ports(route: Resource) -> list[Mapping[str, Any]]:
     return [port for port in ports if isinstance(port, Mapping)] if isinstance(ports, list) else []
 
 
+def _forwarded_ports(resources: Sequence[Resource]) -> dict[Any, set[Any]]:
+    """Listener port -> the endpoint ports the accelerator's endpoint groups forward it to (their
+    portOverrides). The listeners of one accelerator never overlap, so a port names its listener."""
+    forwarded: dict[Any, set[Any]] = {}
+    for group in _of_type(resources, ACCELERATOR_ENDPOINT_GROUP):
+        for override in group.props.get("portOverrides") or []:
+            props = _props(override)
+            forwarded.setdefault(props.get("listenerPort"), set()).add(props.get("endpointPort"))
+    return forwarded
+
+
 def global_listeners_need_tls(resources: Sequence[Resource]) -> Iterable[tuple[str, str]]:
     """A Global Accelerator listener is always internet-facing (an accelerator has public anycast
     addresses and no internal scheme), whatever the scheme of the ALBs behind it. It forwards TCP
-    as it comes, so it may open only the port where the ALBs terminate TLS, and every route it can
+    as it comes, so it may open only the port where the ALBs terminate TLS (or an endpoint's own port
+    that its endpoint groups forward there: EndpointGroup portOverrides), and every route it can
     reach must listen on HTTPS only."""
     listeners = _of_type(resources, ACCELERATOR_LISTENER)
+    forwarded = _forwarded_ports(resources)
     for listener in listeners:
         if listener.props.get("protocol") != "TCP":
             yield listener.urn, f"accelerator listener {listener.name!r} is not TCP to the ALBs' HTTPS listeners"
         for port_range in listener.props.get("portRanges") or []:
             ports = (_props(port_range).get("fromPort"), _props(port_range).get("toPort"))
-            if ports != (HTTPS_PORT, HTTPS_PORT):
+            own = ports[0] == ports[1] and forwarded.get(ports[0]) == {HTTPS_PORT}
+            if ports != (HTTPS_PORT, HTTPS_PORT) and not own:
                 yield (
                     listener.urn,
                     (
                         f"accelerator listener {listener.name!r} opens ports {ports[0]}-{ports[1]} to the internet "
-                        f"without TLS: only {HTTPS_PORT}, where the ALBs terminate it"
+                        f"without TLS: only {HTTPS_PORT}, where the ALBs terminate it, or one port every endpoint "
+                        f"group overrides to {HTTPS_PORT}"
                     ),
                 )
     if not listeners:

@@ -44,6 +44,8 @@ class RegionalPlatform(pulumi.ComponentResource):
 
     cluster: EksCluster
     kubernetes: k8s.Provider
+    vpc_id: pulumi.Output[str]
+    """The region's VPC, created or adopted: where Global Accelerator leaves its security group (docs/deploying.md)."""
     node_group_names: dict[str, pulumi.Output[str]]
     cold_tier: ColdTier | None
     workload_role_arn: pulumi.Output[str]
@@ -59,6 +61,7 @@ class RegionalPlatform(pulumi.ComponentResource):
         catalog = instance_catalog()
 
         network = Network(naming.platform_name(region, "network"), NetworkArgs(region=region, vpc=spec.vpc), child)
+        self.vpc_id = network.vpc_id
         self.cluster = EksCluster(
             naming.platform_name(region, "cluster"),
             EksClusterArgs(
@@ -202,6 +205,7 @@ class RegionalPlatform(pulumi.ComponentResource):
         return {
             "cluster_name": self.cluster.cluster_name,
             "cluster_endpoint": self.cluster.endpoint,
+            "vpc_id": self.vpc_id,
             "node_groups": self.node_group_names,
             "cold_tier_bucket": self.cold_tier.bucket_name if self.cold_tier is not None else None,
             "workload_role_arn": self.workload_role_arn,

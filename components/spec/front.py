@@ -33,16 +33,40 @@ class FrontRegion(SpecModel):
         100,
         ge=0,
         le=100,
-        description="Percent of the traffic routed to this region that it serves (0 drains it; default 100). "
-        "The endpoint group's traffic dial.",
+        description="Percent of the traffic routed to this region that it serves (default 100). The endpoint "
+        "group's traffic dial: 0 drains it from normal routing, but Global Accelerator's failover ignores the "
+        "dial, so a drained region still takes traffic while no other region has a healthy endpoint.",
     )
     weight: int = Field(
         DEFAULT_WEIGHT,
         ge=0,
         le=255,
         description="Weight of the region's ALB in its endpoint group (0-255, default 128). With one ALB per "
-        "region it only matters as 0 (no traffic) or not; the dial moves traffic between regions.",
+        "region it only matters as 0 or not: 0 keeps the region out of normal routing and of failover (unless "
+        "no region has a healthy endpoint of weight above 0: then Global Accelerator fails open); the dial "
+        "moves traffic between regions.",
     )
+
+
+class FrontEndpoint(SpecModel):
+    """An endpoint with a listener of its own on the accelerator, served only by the regions it runs in."""
+
+    port: int = Field(
+        ...,
+        ge=1,
+        le=65535,
+        description="The accelerator port of this endpoint's own listener (e.g. 8443): its endpoint groups are "
+        "only in the regions the endpoint runs in, each forwarding this port to the region's routes (443, or 80). "
+        "Lets an endpoint with target_regions have a global address; unique per endpoint, not the routes' port.",
+    )
+    regions: dict[str, FrontRegion] = Field(
+        default_factory=dict,
+        description="Per region of this endpoint: the dial and weight of its endpoint group there, which drain "
+        "or restore this endpoint alone in the region. A region not listed takes global.regions.<r>.",
+    )
+
+    def region(self, name: str, front: GlobalFront) -> FrontRegion:
+        return self.regions.get(name) or front.region(name)
 
 
 class GlobalFront(SpecModel):
@@ -68,6 +92,11 @@ class GlobalFront(SpecModel):
     regions: dict[str, FrontRegion] = Field(
         default_factory=dict,
         description="Per region of the stack: its traffic dial and weight. A region not listed serves at dial 100.",
+    )
+    endpoints: dict[str, FrontEndpoint] = Field(
+        default_factory=dict,
+        description="global-accelerator only: endpoints with a listener of their own (port), served only by the "
+        "regions they run in. The other endpoints share the routes' port and must run in every region.",
     )
 
     def region(self, name: str) -> FrontRegion:
@@ -121,13 +150,70 @@ def check_front(
                 )
     for endpoint, targets in target_regions.items():
         missing = [name for name in regions if targets is not None and name not in targets]
-        if missing:
+        if missing and endpoint not in front.endpoints:
             problems.append(
                 Problem(
                     dotted(["endpoints", endpoint, "target_regions"]),
-                    f"leaves out {', '.join(missing)}: with global enabled every endpoint serves every region "
+                    f"leaves out {', '.join(missing)}: on the shared listener every endpoint serves every region "
                     "(the global address would send its clients to a region that answers 404 while healthy); "
+                    f"give it a listener of its own (global.endpoints.{endpoint}.port) served only by its regions, "
                     "remove target_regions, or disable global",
+                )
+            )
+    return problems + _endpoint_listener_problems(front, regions, target_regions, set(ports.values()))
+
+
+def endpoint_regions(
+    endpoint: str, regions: Sequence[str], target_regions: Mapping[str, Sequence[str] | None]
+) -> list[str]:
+    """The regions of the stack an endpoint runs in (all of them without target_regions)."""
+    targets = target_regions.get(endpoint)
+    return [name for name in regions if targets is None or name in targets]
+
+
+def _endpoint_listener_problems(
+    front: GlobalFront,
+    regions: Mapping[str, Region],
+    target_regions: Mapping[str, Sequence[str] | None],
+    route_ports: set[int],
+) -> list[Problem]:
+    """Endpoints with a listener of their own: of the stack, on the accelerator, each on a port of its
+    own (an accelerator's listeners may not overlap: CreateListener PortRanges), with a dial and weight
+    only for its regions, and at least one of them serving."""
+    problems: list[Problem] = []
+    if front.endpoints and front.kind == ROUTE53_LATENCY:
+        return [Problem(dotted([KEY, "endpoints"]), "is for kind global-accelerator only: remove it")]
+    owners: dict[int, str] = {}
+    for endpoint, settings in front.endpoints.items():
+        path = [KEY, "endpoints", endpoint]
+        if endpoint not in target_regions:
+            problems.append(Problem(dotted(path), f"is not an endpoint of this stack ({', '.join(target_regions)})"))
+            continue
+        if settings.port in route_ports:
+            problems.append(
+                Problem(dotted([*path, "port"]), f"is {settings.port}, the shared listener's: choose another port")
+            )
+        elif settings.port in owners:
+            problems.append(
+                Problem(
+                    dotted([*path, "port"]), f"is {settings.port}, already {owners[settings.port]}'s: one per endpoint"
+                )
+            )
+        owners.setdefault(settings.port, endpoint)
+        served = endpoint_regions(endpoint, list(regions), target_regions)
+        for name in settings.regions:
+            if name not in served:
+                problems.append(
+                    Problem(
+                        dotted([*path, "regions", name]), f"is not a region {endpoint} runs in ({', '.join(served)})"
+                    )
+                )
+        dials = {name: settings.region(name, front) for name in served}
+        if served and not [name for name, dial in dials.items() if dial.traffic_dial > 0 and dial.weight > 0]:
+            problems.append(
+                Problem(
+                    dotted([*path, "regions"]),
+                    f"drains every region of {endpoint} (traffic_dial 0 or weight 0 everywhere): one must serve",
                 )
             )
     return problems

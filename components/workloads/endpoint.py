@@ -10,6 +10,8 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import naming
+from components.platform.leader_worker_set import webhook_retry
+from components.platform.retries import retrying
 from components.render.classic import PROGRESS_DEADLINE_SECONDS
 from components.render.endpoint import endpoint_objects
 from components.render.placement import PlacedEndpoint
@@ -36,6 +38,7 @@ class InferenceEndpointArgs:
 
 
 ROLLING_KINDS = ("Deployment", "StatefulSet")
+LEADER_WORKER_SET = "LeaderWorkerSet"
 GATE_PART = "gate"
 """The part of a classic endpoint's gate Deployment (components/render/gate.py), rendered before its route."""
 STATIC_FIELDS = ("apiVersion", "kind", "metadata")
@@ -81,16 +84,16 @@ class InferenceEndpoint(pulumi.ComponentResource):
                     # The route moves to a gate only once its pods are ready (Pulumi awaits the
                     # Deployment's rollout): the load balancer never sends requests to an empty gate.
                     depends_on.append(registered[GATE_PART])
-            resource = register(
-                naming.workload_resource_name(endpoint.region, manifest["metadata"]["name"]),
-                manifest,
-                pulumi.ResourceOptions(
-                    parent=self,
-                    provider=args.kubernetes,
-                    depends_on=depends_on,
-                    custom_timeouts=timeouts,
-                ),
+            resource_name = naming.workload_resource_name(endpoint.region, manifest["metadata"]["name"])
+            opts = pulumi.ResourceOptions(
+                parent=self, provider=args.kubernetes, depends_on=depends_on, custom_timeouts=timeouts
             )
+            if kind == LEADER_WORKER_SET:
+                # Its region's LWS release is ready before the webhooks answer (platform/leader_worker_set.py).
+                opts = pulumi.ResourceOptions.merge(
+                    opts, retrying(f"{resource_name}-webhook", webhook_retry(endpoint.region))
+                )
+            resource = register(resource_name, manifest, opts)
             registered[part] = resource
             if kind == "Ingress":
                 assert isinstance(resource, k8s.networking.v1.Ingress)

@@ -132,12 +132,22 @@ def add_commands(commands: Subcommands) -> None:
         "region", metavar="REGION", help="a region the endpoint serves"
     )
     for action, dial, help_text in (
-        ("drain", front.drain, "take a region out of the global address's rotation (its traffic dial to 0)"),
+        (
+            "drain",
+            front.drain,
+            "take a region out of the global address's normal routing (its traffic dial to 0; "
+            "it still takes failover traffic while no other region is healthy)",
+        ),
         ("undrain", front.undrain, "put a drained region back into the global address's rotation (dial 100)"),
     ):
         parser = region.add_parser(action, parents=[options], help=help_text, description=help_text)
         parser.set_defaults(edit=_dial(dial), edit_label=f"region {action}")
         parser.add_argument("name", metavar="REGION", help="a region of the stack, e.g. eu-west-1")
+        parser.add_argument(
+            "--endpoint",
+            metavar="NAME",
+            help="only this endpoint in the region, on its own listener (global.endpoints.NAME.port)",
+        )
 
     canary = group("canary", "a weighted canary (of a Mooncake endpoint: a whole second set, <name>-canary-*)")
     start = leaf(canary, "start", "canary start", _canary_start, "start a canary")
@@ -239,7 +249,7 @@ def _region(operation: Callable[..., list[str]]) -> Builder:
 
 
 def _dial(operation: Callable[..., list[str]]) -> Builder:
-    return lambda arguments: functools.partial(operation, region=arguments.name)
+    return lambda arguments: functools.partial(operation, region=arguments.name, endpoint=arguments.endpoint)
 
 
 def _canary_start(arguments: argparse.Namespace) -> Operation:

@@ -165,3 +165,17 @@ def test_route53_latency_records_alias_each_serving_regions_alb(tmp_path: Path) 
     assert plan.outputs["endpoints"]["chat"]["eu-west-1"]["global_address"] == (
         "https://inference.example.com/inference/chat"
     )
+
+
+def test_each_endpoint_group_retries_while_its_alb_is_still_provisioning() -> None:
+    """The Ingress status that releases the ALB lookup is written while the ALB is ``provisioning``,
+    Global Accelerator takes only active endpoints (Developer Guide, "Endpoints for standard
+    accelerators"), and terraform-provider-aws ``resourceEndpointGroupCreate`` sends
+    CreateEndpointGroup once: each group carries its own bounded retry (tests/unit/test_retries.py)."""
+    groups = by_type(front_plan(), ENDPOINT_GROUP)
+    assert groups
+    for group in groups:
+        region = group["inputs"]["endpointGroupRegion"]
+        assert group["options"]["hooks"] == {"onError": [f"global-front-{region}-alb-active"]}
+    (listener,) = by_type(front_plan(), LISTENER)
+    assert "hooks" not in listener["options"]

@@ -49,3 +49,17 @@ def test_without_groups_no_controller_is_installed() -> None:
     plan = example_plan("dev")
     assert not [r for r in by_type(plan, "kubernetes:helm.sh/v3:Release") if r["inputs"].get("name") == "lws"]
     assert not by_type(plan, LWS_TYPE)
+
+
+def test_each_leader_worker_set_retries_while_the_webhooks_do_not_answer() -> None:
+    """LWS v0.10.0's release is ready on a plain ping before its fail-closed webhooks serve
+    (cmd/main.go, charts/lws/templates/webhook/webhook.yaml), and pulumi-kubernetes retries a create
+    only on NotFound/NoMatch: every LeaderWorkerSet carries a bounded retry of the webhook's refusal
+    (tests/unit/test_retries.py), and nothing else of the endpoint does."""
+    plan = example_plan("prod")
+    groups = by_type(plan, LWS_TYPE)
+    assert groups
+    for group in groups:
+        assert group["options"]["hooks"] == {"onError": [f"{group['name']}-webhook"]}
+    others = [r for r in plan.resources if r["type"].startswith("kubernetes:") and r["type"] != LWS_TYPE]
+    assert not [r["name"] for r in others if "hooks" in r["options"]]

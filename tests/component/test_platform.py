@@ -255,3 +255,13 @@ def test_a_slash_22_vpc_is_planned_with_slash_27_public_subnets(tmp_path: Path) 
     path = edited(tmp_path, "dev", ("cidr: 10.40.0.0/16", "cidr: 10.40.0.0/22"))
     vpc = one(run_program(read_stack_file(path)), "awsx:ec2:Vpc", "us-west-2")["inputs"]
     assert {spec["type"]: spec["cidrMask"] for spec in vpc["subnetSpecs"]} == {"Private": 25, "Public": 27}
+
+
+def test_each_regions_vpc_is_an_output_for_the_security_group_global_accelerator_leaves() -> None:
+    """With client IP preservation Global Accelerator makes a security group ``GlobalAccelerator`` in the
+    VPC that blocks its deletion, and Pulumi never owns it (pulumi-aws 7.51.1
+    EndpointGroupEndpointConfiguration.client_ip_preservation_enabled: "This cannot be resolved by
+    re-running the provider"): docs/deploying.md finds it by the VPC id each region exports."""
+    outputs = example_plan("prod").outputs
+    for region in PROD_REGIONS:
+        assert outputs["regions"][region]["vpc_id"] == f"vpc-offline-{region}-vpc"

@@ -120,3 +120,17 @@ def test_a_dial_move_changes_one_endpoint_group_only_as_traffic(
     assert [(change["path"], change["old"], change["new"]) for change in entry["changes"]] == [
         ("trafficDialPercentage", 100, 0)
     ]
+
+
+def test_a_drain_says_the_region_still_takes_failover_traffic(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Global Accelerator ignores the traffic dial when it fails over from a region with no healthy
+    endpoint (Developer Guide, "How failover works for unhealthy endpoints"): a drain never promises
+    a region that takes nothing, and names the weight that keeps it out of failover."""
+    stack = front_stack_file(tmp_path)
+    code, out, err = run(capsys, "region", "drain", "eu-west-1", "--stack-file", str(stack), "--output", "json")
+    assert code == 0, err
+    (note,) = json.loads(out)["notes"]
+    assert note.startswith("eu-west-1 still takes failover traffic")
+    assert "global.regions.eu-west-1.weight: 0" in note

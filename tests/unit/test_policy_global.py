@@ -52,3 +52,19 @@ def test_an_open_listener_without_tls_is_refused(resources: list[Resource], mess
 
 def test_plain_http_routes_without_an_accelerator_are_another_rules_business() -> None:
     assert violations([route({"HTTP": 80})]) == []
+
+
+def group(*overrides: tuple[int, int]) -> Resource:
+    props = {"portOverrides": [{"listenerPort": low, "endpointPort": high} for low, high in overrides]}
+    return Resource("aws:globalaccelerator/endpointGroup:EndpointGroup", "front-chat-at-r", "urn:group", props)
+
+
+def test_an_endpoints_own_port_forwarded_to_443_passes_and_elsewhere_is_refused() -> None:
+    """An endpoint's own listener (global.endpoints.<name>.port) reaches the ALBs' HTTPS listeners only
+    through its endpoint groups' portOverrides (EndpointGroup PortOverrides: listener port to endpoint
+    port): the port passes only while every override of it goes to 443."""
+    own = listener("TCP", (8443, 8443))
+    assert violations([own, group((8443, 443)), route({"HTTPS": 443})]) == []
+    assert violations([own, route({"HTTPS": 443})])  # no override: 8443 reaches nothing with TLS
+    assert violations([own, group((8443, 443)), group((8443, 80)), route({"HTTPS": 443})])
+    assert violations([listener("TCP", (8443, 8444)), group((8443, 443)), group((8444, 443))])
