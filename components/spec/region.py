@@ -12,8 +12,9 @@ from pydantic_core import PydanticCustomError
 
 from components import naming
 from components.catalog import pins
-from components.scheduling import HUGEPAGE_2MI_BYTES, LIBFABRIC_HUGEPAGES_2MI_BYTES
+from components.scheduling import HUGEPAGE_2MI_BYTES, LIBFABRIC_HUGEPAGES_2MI_BYTES, Taint
 from components.spec.base import DnsLabel, SpecModel, fail, items
+from components.spec.existing import ExistingCluster, NodeLabels, NodeTaint, existing_region_rules
 from components.spec.metrics import Metrics
 from components.spec.sizes import ByteSize
 
@@ -161,7 +162,11 @@ class NodeGroup(SpecModel):
         "EC2 instance types of the group (from config/instances.yaml); all must share GPUs, EFA and architecture.",
         min_length=1,
     )
-    min_size: int = Field(ge=0, description="Fewest nodes.")
+    min_size: int | None = Field(
+        None,
+        ge=0,
+        description="Fewest nodes (required where the program creates the group; not with existing_cluster).",
+    )
     max_size: int = Field(
         ge=1,
         le=MAX_GROUP_NODES,
@@ -170,7 +175,12 @@ class NodeGroup(SpecModel):
             "the stack's pods on this many. EKS's default quota is 450 nodes per managed node group (adjustable)."
         ),
     )
-    desired_size: int = Field(ge=0, description="Nodes at creation; must lie within [min_size, max_size].")
+    desired_size: int | None = Field(
+        None,
+        ge=0,
+        description="Nodes at creation; must lie within [min_size, max_size] (required where the program creates "
+        "the group; not with existing_cluster).",
+    )
     efa: bool = Field(
         False,
         description="EFA interfaces on every network card, a cluster placement group and one availability zone.",
@@ -189,6 +199,17 @@ class NodeGroup(SpecModel):
         "rdma needs 5120MiB plus its ranks' store segments and buffers (the error names the amount). The "
         "reservation leaves the nodes' memory; changing it replaces the group's nodes (docs/efa.md).",
     )
+    labels: NodeLabels = Field(
+        default_factory=dict,
+        description="Only with existing_cluster, and required there: labels every node of the existing group "
+        "carries and no other group's nodes carry all of (e.g. eks.amazonaws.com/nodegroup: gpu); the pods "
+        "placed on the group select them.",
+    )
+    taints: tuple[NodeTaint, ...] = items(
+        "Only with existing_cluster: the taints the existing group's nodes carry, which its pods tolerate "
+        "(a created group gets the program's own GPU and EFA taints).",
+        default=(),
+    )
 
     def _defaults(self) -> Self:
         if self.efa and self.hugepages_2mi is None:
@@ -196,7 +217,11 @@ class NodeGroup(SpecModel):
         return self
 
     def _rules(self) -> Iterator[PydanticCustomError]:
-        if not self.min_size <= self.desired_size <= self.max_size:
+        if (
+            self.min_size is not None
+            and self.desired_size is not None
+            and not self.min_size <= self.desired_size <= self.max_size
+        ):
             yield fail(
                 "node_group_sizes",
                 "min_size <= desired_size <= max_size must hold, got {min} <= {desired} <= {max}",
@@ -232,6 +257,17 @@ class NodeGroup(SpecModel):
                 at="hugepages_2mi",
                 size=size,
             )
+
+    def created_size(self, size: Literal["min_size", "desired_size"]) -> int:
+        """``min_size`` or ``desired_size`` of a group the program creates (validation requires both there)."""
+        value: int | None = getattr(self, size)
+        assert value is not None, f"a created node group has {size}"
+        return value
+
+    @property
+    def described_taints(self) -> tuple[Taint, ...]:
+        """The taints an existing group's nodes carry, as its description lists them."""
+        return tuple(Taint(taint.key, taint.value, taint.effect) for taint in self.taints)
 
     @property
     def hugepages_bytes(self) -> int:
@@ -325,12 +361,64 @@ class Region(SpecModel):
         description="Admins of the cluster's Kubernetes API and who may reach its endpoint; by default only "
         "the cluster's creator, from inside the VPC.",
     )
-    vpc: Vpc = Field(description="The VPC to create, or an existing one to use.")
+    vpc: Vpc | None = Field(
+        None, description="The VPC to create, or an existing one to use; required unless existing_cluster is given."
+    )
     node_groups: dict[DnsLabel, NodeGroup] = Field(
-        min_length=1, description="Managed node groups by name; at least one without GPUs for system pods."
+        min_length=1,
+        description="Managed node groups by name (with existing_cluster: the cluster's groups, described); at "
+        "least one without GPUs for system pods.",
     )
     cold_tier: ColdTier = Field(default_factory=ColdTier, description="The region's KV cold-tier bucket.")
     ingress: Ingress = Field(default_factory=Ingress, description="The shared ALB every endpoint route uses.")
     metrics: Metrics = Field(
         default_factory=Metrics, description="The region's metrics pipeline, which autoscalers and dashboards read."
     )
+    existing_cluster: ExistingCluster | None = Field(
+        None,
+        description="Run the region's endpoints on a cluster that exists already (docs/existing-cluster.md): "
+        "no VPC, cluster, node groups or cold-tier bucket are created, node_groups describe the cluster's nodes.",
+    )
+
+    def _rules(self) -> Iterator[PydanticCustomError]:
+        if self.existing_cluster is None:
+            yield from self._created_rules()
+        else:
+            yield from existing_region_rules(self, self.existing_cluster)
+
+    def _created_rules(self) -> Iterator[PydanticCustomError]:
+        if self.vpc is None:
+            yield fail(
+                "vpc_required",
+                "is required: give {{cidr, availability_zones}} to create a VPC or {{id, private_subnet_ids}} to "
+                "use one, or existing_cluster to run on a cluster that exists",
+                at="vpc",
+            )
+        for name, group in self.node_groups.items():
+            for size in ("min_size", "desired_size"):
+                if getattr(group, size) is None:
+                    yield fail("node_group_size_required", "is required", at=f"node_groups.{name}.{size}")
+            for described in ("labels", "taints"):
+                if getattr(group, described):
+                    yield fail(
+                        "node_group_described",
+                        "only describes the nodes of an existing_cluster; the program labels and taints the nodes "
+                        "of the groups it creates itself: remove it",
+                        at=f"node_groups.{name}.{described}",
+                    )
+
+    @property
+    def existing(self) -> bool:
+        """The region's cluster exists already: the program registers only the Kubernetes half there."""
+        return self.existing_cluster is not None
+
+    @property
+    def created_vpc(self) -> Vpc:
+        """The VPC of a region whose cluster the program creates (validation requires it there)."""
+        assert self.vpc is not None, "a region the program creates has a vpc"
+        return self.vpc
+
+    def installs(self, addon: str) -> bool:
+        """Whether the program installs ``addon`` (a field of Addons): everywhere it creates the
+        cluster, and with existing_cluster where the add-on is not present."""
+        return self.existing_cluster is None or self.existing_cluster.addons.installs(addon)

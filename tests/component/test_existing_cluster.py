@@ -1,0 +1,127 @@
+"""The program on an existing cluster (docs/existing-cluster.md), as the offline plan records it: in a
+region given by kubeconfig only the Kubernetes half, with a provider built from that kubeconfig."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from ruamel.yaml import YAML
+
+from components.platform.existing import eks_kubeconfig
+from fleetctl.plan import SECRET, Plan, ProgramError, run_program
+from fleetctl.stackfile import read_stack_file
+from tests.component.programs import by_type, run_snippet
+from tests.unit.stack_builders import REGION, classic_endpoint, existing_region
+
+KUBECONFIG = "apiVersion: v1\nkind: Config\ncurrent-context: local\n"
+KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
+DEPLOYMENT = "kubernetes:apps/v1:Deployment"
+
+
+def write_stack(directory: Path, regions: dict[str, Any], endpoints: dict[str, Any], stack: str = "existing") -> Path:
+    config = {"inference-fleet:regions": regions, "inference-fleet:endpoints": endpoints}
+    path = directory / f"Pulumi.{stack}.yaml"
+    with path.open("w") as handle:
+        YAML().dump({"config": config}, handle)
+    return path
+
+
+def kubeconfig_plan(tmp_path: Path, cluster: dict[str, Any] | None = None) -> Plan:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    region = existing_region({"kubeconfig": str(kubeconfig), **(cluster or {})})
+    path = write_stack(tmp_path, {REGION: region}, {"chat": classic_endpoint()})
+    return run_program(read_stack_file(path))
+
+
+def test_a_region_given_by_kubeconfig_registers_only_the_kubernetes_half(tmp_path: Path) -> None:
+    plan = kubeconfig_plan(tmp_path)
+    kinds = {resource["type"] for resource in plan.resources}
+    assert not [kind for kind in kinds if kind.split(":")[0] in ("aws", "awsx", "eks")]
+    assert "pulumi:providers:aws" not in kinds  # no AWS credentials needed at all
+    assert "inference-fleet:platform:ExistingCluster" in kinds
+    assert not [kind for kind in kinds if kind == "kubernetes:helm.sh/v3:Release"]  # every add-on present
+    (provider,) = by_type(plan, KUBERNETES_PROVIDER)
+    assert provider["inputs"]["kubeconfig"] == SECRET
+    assert provider["inputs"]["enableServerSideApply"] == "true"
+    (deployment,) = by_type(plan, DEPLOYMENT)
+    assert deployment["provider"].startswith(provider["urn"])
+    pod = deployment["inputs"]["spec"]["template"]["spec"]
+    assert pod["nodeSelector"] == {"role": "gpu"}
+    assert plan.outputs["regions"][REGION]["cluster_name"] is None
+
+
+def test_the_provider_takes_the_kubeconfigs_context(tmp_path: Path) -> None:
+    (provider,) = by_type(kubeconfig_plan(tmp_path, {"context": "kind-test"}), KUBERNETES_PROVIDER)
+    assert provider["inputs"]["context"] == "kind-test"
+
+
+def test_the_kubeconfig_is_read_when_the_program_runs_file_or_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "kube.yaml").write_text(KUBECONFIG)
+    monkeypatch.setenv("FLEET_TEST_KUBECONFIG", "from: the variable\n")
+    program = f"""
+from components.platform.existing import ExistingClusterConnection, ExistingClusterConnectionArgs
+from components.spec.existing import ExistingCluster
+
+sources = (
+    ("file", "us-east-1", {str(tmp_path / "kube.yaml")!r}),
+    ("variable", "us-west-2", "env:FLEET_TEST_KUBECONFIG"),
+)
+for name, region, source in sources:
+    connection = ExistingClusterConnection(
+        name, ExistingClusterConnectionArgs(region=region, existing=ExistingCluster(kubeconfig=source))
+    )
+    pulumi.export(name, pulumi.Output.unsecret(connection.kubeconfig))
+"""
+    outputs = run_snippet(tmp_path, program).outputs
+    assert outputs == {"file": KUBECONFIG, "variable": "from: the variable\n"}
+
+
+def test_a_missing_kubeconfig_stops_the_program_with_the_field_and_no_traceback(tmp_path: Path) -> None:
+    region = existing_region({"kubeconfig": str(tmp_path / "absent")})
+    path = write_stack(tmp_path, {REGION: region}, {"chat": classic_endpoint()})
+    with pytest.raises(ProgramError) as error:
+        run_program(read_stack_file(path))
+    message = str(error.value)
+    assert f"regions.{REGION}.existing_cluster.kubeconfig" in message
+    assert "does not exist" in message
+    assert "Traceback" not in message
+
+
+def test_an_eks_cluster_by_name_reads_its_endpoint_and_ca_from_eks_and_keeps_its_access(tmp_path: Path) -> None:
+    region = existing_region(
+        {"name": "team-a"}, {"node_groups": {"system": {"labels": {"inference-fleet/accelerator": "none"}}}}
+    )
+    path = write_stack(tmp_path, {REGION: region}, {"chat": classic_endpoint()})
+    plan = run_program(read_stack_file(path))
+    kinds = {resource["type"] for resource in plan.resources}
+    assert (
+        not {"eks:index:Cluster", "awsx:ec2:Vpc", "aws:eks/nodeGroup:NodeGroup", "aws:eks/accessEntry:AccessEntry"}
+        & kinds
+    )
+    associations = by_type(plan, "aws:eks/podIdentityAssociation:PodIdentityAssociation")
+    assert associations
+    assert {association["inputs"]["clusterName"] for association in associations} == {"team-a"}
+    addons = {addon["inputs"]["addonName"] for addon in by_type(plan, "aws:eks/addon:Addon")}
+    assert addons == {"coredns", "eks-pod-identity-agent"}
+    summary = plan.outputs["regions"][REGION]
+    assert summary["cluster_name"] == "team-a"
+    assert summary["cluster_endpoint"].startswith("https://")
+    assert plan.outputs["kubeconfigs"] == SECRET
+
+
+def test_the_eks_kubeconfig_runs_aws_eks_get_token_for_the_named_cluster() -> None:
+    document = eks_kubeconfig("team-a", REGION, "https://example.eks.amazonaws.com", "Q0E=")
+    exec_ = document["users"][0]["user"]["exec"]
+    assert exec_["command"] == "aws"
+    assert exec_["args"] == ["eks", "get-token", "--cluster-name", "team-a", "--region", REGION, "--output", "json"]
+    assert document["clusters"][0]["cluster"] == {
+        "server": "https://example.eks.amazonaws.com",
+        "certificate-authority-data": "Q0E=",
+    }
+    assert json.loads(json.dumps(document)) == document
