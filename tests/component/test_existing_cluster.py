@@ -4,6 +4,7 @@ region given by kubeconfig only the Kubernetes half, with a provider built from 
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -11,8 +12,9 @@ import pytest
 from ruamel.yaml import YAML
 
 from components.platform.existing import eks_kubeconfig
+from fleetctl.cli import main
 from fleetctl.plan import SECRET, Plan, ProgramError, run_program
-from fleetctl.stackfile import read_stack_file
+from fleetctl.stackfile import read_stack_file, stack_path
 from tests.component.programs import by_type, run_snippet
 from tests.unit.stack_builders import REGION, classic_endpoint, existing_region
 
@@ -125,3 +127,44 @@ def test_the_eks_kubeconfig_runs_aws_eks_get_token_for_the_named_cluster() -> No
         "certificate-authority-data": "Q0E=",
     }
     assert json.loads(json.dumps(document)) == document
+
+
+# fleetctl on a stack whose region is an existing cluster.
+
+
+def fleetctl(capsys: pytest.CaptureFixture[str], *argv: str | Path) -> tuple[int, str, str]:
+    code = main([str(argument) for argument in argv])
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_an_edit_past_the_described_nodes_is_refused_naming_the_group(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "Pulumi.existing.yaml"
+    shutil.copyfile(stack_path("existing"), path)
+    before = path.read_bytes()
+    code, _, err = fleetctl(
+        capsys, "topology", "set", "chat-pd", "--prefill", "8", "--decode", "1", "--stack-file", path
+    )
+    assert code == 1
+    assert "regions.us-east-2.node_groups.l40s: cannot hold" in err
+    assert "max_size 4 x g6e.12xlarge" in err
+    assert path.read_bytes() == before
+
+
+def test_an_edit_and_its_diff_on_an_existing_cluster_touch_only_kubernetes_objects(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "Pulumi.existing.yaml"
+    shutil.copyfile(stack_path("existing"), path)
+    code, _, err = fleetctl(
+        capsys, "topology", "set", "chat-pd", "--prefill", "2", "--decode", "1", "--stack-file", path
+    )
+    assert code == 0, err
+    code, out, err = fleetctl(capsys, "diff", stack_path("existing"), path, "--format", "json")
+    assert code == 2, err
+    changed = [entry for region in json.loads(out)["regions"].values() for entry in region["resources"]]
+    assert [(entry["type"], entry["name"], entry["action"]) for entry in changed] == [
+        ("kubernetes:apps/v1:StatefulSet", "us-east-2-chat-pd-prefill", "update")
+    ]
