@@ -12,7 +12,7 @@ from components.catalog import instance_catalog
 from components.platform.addons import EKS_ADDON_FIELDS, ClusterAddons, ClusterAddonsArgs
 from components.platform.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.platform.cluster import EksCluster, EksClusterArgs
-from components.platform.cold_tier import ColdTier, ColdTierArgs
+from components.platform.cold_tier import ColdTier, ColdTierArgs, ColdTierBucket, NamedBucket
 from components.platform.existing import ExistingClusterConnection, ExistingClusterConnectionArgs
 from components.platform.identity import KvEndpoint, WorkloadIdentity, WorkloadIdentityArgs
 from components.platform.leader_worker_set import LeaderWorkerSetController, LeaderWorkerSetControllerArgs
@@ -55,7 +55,7 @@ class RegionalPlatform(pulumi.ComponentResource):
     kubeconfig: pulumi.Output[str]
     """The kubeconfig of the region's cluster (secret)."""
     node_group_names: dict[str, pulumi.Output[str]]
-    cold_tier: ColdTier | None
+    cold_tier: ColdTierBucket | None
     workload_role_arn: pulumi.Output[str] | None
     workload_dependencies: list[pulumi.Resource]
     """What pods need first: node groups, device plugins, Cluster Autoscaler (a group may start at
@@ -203,7 +203,10 @@ class RegionalPlatform(pulumi.ComponentResource):
             )
 
         self.cold_tier = None
-        if spec.cold_tier.enabled:
+        named = spec.cold_tier
+        if named.enabled and named.bucket is not None and named.kms_key_arn is not None:
+            self.cold_tier = NamedBucket.of(region, named.bucket, named.kms_key_arn)  # existing_cluster only
+        elif spec.cold_tier.enabled:
             self.cold_tier = ColdTier(
                 naming.platform_name(region, "cold-tier"),
                 ColdTierArgs(stack=args.stack, region=region, settings=spec.cold_tier),

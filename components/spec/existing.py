@@ -41,6 +41,33 @@ def _eks_cluster_name(value: str) -> str:
 
 EksClusterName = Annotated[str, AfterValidator(_eks_cluster_name)]
 
+_BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
+_KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$")
+
+
+def _bucket_name(value: str) -> str:
+    if not _BUCKET_NAME.match(value) or ".." in value:
+        raise fail(
+            "bucket_name",
+            "must be an S3 bucket name (3-63 lowercase letters, digits, '-' and '.'), got {value!r}",
+            value=value,
+        )
+    return value
+
+
+def _kms_key_arn(value: str) -> str:
+    if not _KMS_KEY_ARN.match(value):
+        raise fail(
+            "kms_key_arn",
+            "must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>; not an alias), got {value!r}",
+            value=value,
+        )
+    return value
+
+
+BucketName = Annotated[str, AfterValidator(_bucket_name)]
+KmsKeyArn = Annotated[str, AfterValidator(_kms_key_arn)]
+
 
 def _addon(description: str) -> AddonChoice:
     value: AddonChoice = Field(
@@ -207,11 +234,20 @@ def existing_region_rules(region: Region, existing: ExistingCluster) -> Iterator
                 )
     if not existing.eks:
         yield from _kubeconfig_rules(region, existing)
-    if region.cold_tier.enabled:
+    cold_tier = region.cold_tier
+    if cold_tier.enabled and existing.eks and (cold_tier.bucket is None or cold_tier.kms_key_arn is None):
+        missing = "bucket" if cold_tier.bucket is None else "kms_key_arn"
         yield fail(
             "existing_cluster_cold_tier",
-            "is not created with existing_cluster: remove cold_tier (or set enabled false); endpoints of the "
-            "region then keep their KV off S3",
+            "is required with existing_cluster: the program creates no bucket there; name the existing bucket "
+            "(bucket) and the KMS key it encrypts with (kms_key_arn), or set enabled false",
+            at=f"cold_tier.{missing}",
+        )
+    elif cold_tier.enabled and not existing.eks:
+        yield fail(
+            "existing_cluster_needs_eks",
+            "needs an IAM role bound by EKS Pod Identity for the pods that write it, which a cluster given by "
+            "kubeconfig has not: set enabled false, or give the EKS cluster's name instead of kubeconfig",
             at="cold_tier.enabled",
         )
 

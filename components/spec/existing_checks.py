@@ -7,7 +7,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from components.catalog import InstanceCatalog
-from components.scheduling import ACCELERATOR_LABEL, EFA_LABEL
+from components.scheduling import ACCELERATOR_LABEL, EFA_LABEL, GPU_PRESENT_LABEL
 from components.spec.checks import Placement, node_group_instance
 from components.spec.endpoint import Endpoint
 from components.spec.errors import Problem, dotted
@@ -43,7 +43,9 @@ def check_existing_region(name: str, region: Region, catalog: InstanceCatalog, b
     needs: list[tuple[str, str, str, list[str]]] = []
     # A DaemonSet must run on every node it serves; a Deployment needs one group that takes it.
     if region.installs("nvidia_device_plugin"):
+        # The chart's own node affinity wants the label too (GPU_PRESENT_LABEL in components/scheduling.py).
         needs.append(("nvidia_device_plugin", ACCELERATOR_LABEL, "nvidia", nvidia))
+        needs.append(("nvidia_device_plugin", GPU_PRESENT_LABEL, "true", nvidia))
     if region.metrics.enabled and region.installs("dcgm_exporter"):
         needs.append(("dcgm_exporter", ACCELERATOR_LABEL, "nvidia", nvidia))
     if region.installs("efa_device_plugin"):

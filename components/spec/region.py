@@ -14,7 +14,14 @@ from components import naming
 from components.catalog import pins
 from components.scheduling import HUGEPAGE_2MI_BYTES, LIBFABRIC_HUGEPAGES_2MI_BYTES, Taint
 from components.spec.base import DnsLabel, SpecModel, fail, items
-from components.spec.existing import ExistingCluster, NodeLabels, NodeTaint, existing_region_rules
+from components.spec.existing import (
+    BucketName,
+    ExistingCluster,
+    KmsKeyArn,
+    NodeLabels,
+    NodeTaint,
+    existing_region_rules,
+)
 from components.spec.metrics import Metrics
 from components.spec.sizes import ByteSize
 
@@ -284,6 +291,16 @@ class ColdTier(SpecModel):
     )
     protect: bool = Field(True, description="Protect the bucket from deletion by Pulumi.")
     retain_on_delete: bool = Field(True, description="Keep the bucket in AWS when it leaves the stack.")
+    bucket: BucketName | None = Field(
+        None,
+        description="Only with existing_cluster (an EKS name), and required there: the existing bucket to use; "
+        "the program creates none, so expiration_days, protect and retain_on_delete are the bucket owner's.",
+    )
+    kms_key_arn: KmsKeyArn | None = Field(
+        None,
+        description="Only with bucket, and required with it: the KMS key the bucket encrypts its objects with "
+        "(SSE-KMS), which the pods that write the tier may use through S3 only.",
+    )
 
 
 class Ingress(SpecModel):
@@ -406,6 +423,14 @@ class Region(SpecModel):
                         "of the groups it creates itself: remove it",
                         at=f"node_groups.{name}.{described}",
                     )
+        for named in ("bucket", "kms_key_arn"):
+            if getattr(self.cold_tier, named) is not None:
+                yield fail(
+                    "cold_tier_named",
+                    "names an existing bucket, only used with existing_cluster: the program creates this region's "
+                    "bucket itself; remove it",
+                    at=f"cold_tier.{named}",
+                )
 
     @property
     def existing(self) -> bool:

@@ -16,7 +16,8 @@ from fleetctl.cli import main
 from fleetctl.plan import SECRET, Plan, ProgramError, run_program
 from fleetctl.stackfile import read_stack_file, stack_path
 from tests.component.programs import by_type, run_snippet
-from tests.unit.stack_builders import REGION, classic_endpoint, existing_region
+from tests.unit.stack_builders import REGION, classic_endpoint, existing_region, mooncake_endpoint
+from tests.unit.test_existing_cluster import ACCELERATOR_LABELS
 
 KUBECONFIG = "apiVersion: v1\nkind: Config\ncurrent-context: local\n"
 KUBERNETES_PROVIDER = "pulumi:providers:kubernetes"
@@ -168,3 +169,24 @@ def test_an_edit_and_its_diff_on_an_existing_cluster_touch_only_kubernetes_objec
     assert [(entry["type"], entry["name"], entry["action"]) for entry in changed] == [
         ("kubernetes:apps/v1:StatefulSet", "us-east-2-chat-pd-prefill", "update")
     ]
+
+
+KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+def test_a_named_bucket_is_the_cold_tier_of_an_eks_cluster_and_nothing_of_s3_is_created(tmp_path: Path) -> None:
+    region = existing_region(
+        {"name": "team-a", "addons": {"nvidia_device_plugin": "install", "efa_device_plugin": "install"}},
+        {
+            "cold_tier": {"enabled": True, "bucket": "team-kv", "kms_key_arn": KMS_KEY},
+            "node_groups": ACCELERATOR_LABELS,
+        },
+    )
+    endpoint = mooncake_endpoint({"mooncake": {"mode": "both", "store": {"cold_tier_enabled": True}}})
+    plan = run_program(read_stack_file(write_stack(tmp_path, {REGION: region}, {"pd": endpoint})))
+    assert not [resource for resource in plan.resources if resource["type"].startswith(("aws:s3", "aws:kms"))]
+    policies = [json.loads(policy["inputs"]["policy"]) for policy in by_type(plan, "aws:iam/rolePolicy:RolePolicy")]
+    resources = json.dumps([statement.get("Resource") for policy in policies for statement in policy["Statement"]])
+    assert "arn:aws:s3:::team-kv/mooncake-kv/pd/*" in resources
+    assert KMS_KEY in resources
+    assert plan.outputs["regions"][REGION]["cold_tier_bucket"] == "team-kv"

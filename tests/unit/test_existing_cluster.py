@@ -24,8 +24,12 @@ ACCELERATOR_LABELS = {
     group: {"labels": labels}
     for group, labels in {
         "system": {"inference-fleet/accelerator": "none"},
-        "gpu": {"inference-fleet/accelerator": "nvidia"},
-        "p5": {"inference-fleet/accelerator": "nvidia", "inference-fleet/efa": "true"},
+        "gpu": {"inference-fleet/accelerator": "nvidia", "nvidia.com/gpu.present": "true"},
+        "p5": {
+            "inference-fleet/accelerator": "nvidia",
+            "nvidia.com/gpu.present": "true",
+            "inference-fleet/efa": "true",
+        },
     }.items()
 }
 """The program's own labels on every described group, as the add-ons it installs select them."""
@@ -165,8 +169,8 @@ def test_installed_device_plugins_need_the_programs_labels_on_the_described_node
         {"kubeconfig": kubeconfig, "addons": plugins},
         {
             "node_groups": {
-                "gpu": {"labels": {"inference-fleet/accelerator": "nvidia"}},
-                "p5": {"labels": {"inference-fleet/accelerator": "nvidia", "inference-fleet/efa": "true"}},
+                "gpu": {"labels": ACCELERATOR_LABELS["gpu"]["labels"]},
+                "p5": {"labels": ACCELERATOR_LABELS["p5"]["labels"]},
             }
         },
     )
@@ -214,3 +218,23 @@ def test_the_check_places_pods_on_described_nodes_and_trusts_present_plugins(kub
     plugins = {daemon_set.name: daemon_set for daemon_set in daemon_sets(target, placement.nodes)}
     assert plugins["nvidia-device-plugin"].requests == {}
     assert "aws-node" not in plugins  # the cluster's own, not the program's
+
+
+KMS_KEY = "arn:aws:kms:us-east-1:123456789012:key/1234abcd-12ab-34cd-56ef-1234567890ab"
+
+
+def test_an_eks_cluster_by_name_names_an_existing_bucket_and_its_key_for_the_cold_tier() -> None:
+    named = {"cold_tier": {"enabled": True, "bucket": "team-kv", "kms_key_arn": KMS_KEY}}
+    spec = parse_stack_config(stack(existing_region({"name": "team-a"}, {**named, "node_groups": ACCELERATOR_LABELS})))
+    assert spec.regions[REGION].cold_tier.bucket == "team-kv"
+    unnamed = existing_region({"name": "team-a"}, {"cold_tier": {"enabled": True}, "node_groups": ACCELERATOR_LABELS})
+    assert "kms_key_arn" in problem_at(stack(unnamed), f"regions.{REGION}.cold_tier.bucket").message
+    keyless = existing_region(
+        {"name": "team-a"}, {"cold_tier": {"enabled": True, "bucket": "team-kv"}, "node_groups": ACCELERATOR_LABELS}
+    )
+    problem_at(stack(keyless), f"regions.{REGION}.cold_tier.kms_key_arn")
+
+
+def test_a_created_region_names_no_bucket_of_its_own() -> None:
+    config = stack(region({"cold_tier": {"enabled": True, "bucket": "team-kv"}}))
+    assert "creates this region's bucket" in problem_at(config, f"regions.{REGION}.cold_tier.bucket").message
