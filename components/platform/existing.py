@@ -12,7 +12,7 @@ import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components import naming
+from components.platform.cluster import kubernetes_provider
 from components.spec.existing import ExistingCluster, read_kubeconfig
 
 EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
@@ -97,13 +97,5 @@ class ExistingClusterConnection(pulumi.ComponentResource):
             text = pulumi.Output.from_input(read_kubeconfig(existing.kubeconfig))
             context = existing.context
         self.kubeconfig = pulumi.Output.secret(text)
-        self.kubernetes = k8s.Provider(
-            naming.platform_name(region, "kubernetes"),
-            kubeconfig=self.kubeconfig,
-            context=context,
-            enable_server_side_apply=True,
-            # As in a created cluster (components/platform/cluster.py).
-            enable_config_map_mutable=True,
-            opts=pulumi.ResourceOptions(parent=self),
-        )
+        self.kubernetes = kubernetes_provider(region, self.kubeconfig, self, context)
         self.register_outputs({"endpoint": self.endpoint, "kubeconfig": self.kubeconfig})

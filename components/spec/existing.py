@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated, Literal
 from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
-from components.spec.base import LabelKey, LabelValue, NonEmptyStr, SpecModel, fail
+from components.spec.base import LabelKey, LabelValue, NonEmptyStr, SpecModel, fail, looks_like
 
 if TYPE_CHECKING:  # the region model imports this module
     from components.spec.region import Region
@@ -28,18 +28,9 @@ _EKS_CLUSTER_NAME = re.compile(r"^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$")
 """EKS's cluster name pattern (EKS API reference, CreateCluster ``name``)."""
 
 
-def _eks_cluster_name(value: str) -> str:
-    if not _EKS_CLUSTER_NAME.match(value):
-        raise fail(
-            "eks_cluster_name",
-            "must be an EKS cluster name (1-100 letters, digits, '-' and '_', starting with a letter or digit), "
-            "got {value!r}",
-            value=value,
-        )
-    return value
-
-
-EksClusterName = Annotated[str, AfterValidator(_eks_cluster_name)]
+EksClusterName = Annotated[
+    str, looks_like(_EKS_CLUSTER_NAME, "an EKS cluster name (1-100 letters, digits, '-' and '_', e.g. ml-platform)")
+]
 
 _BUCKET_NAME = re.compile(r"^[a-z0-9][a-z0-9.-]{1,61}[a-z0-9]$")
 _KMS_KEY_ARN = re.compile(r"^arn:aws[a-z-]*:kms:[a-z0-9-]+:[0-9]{12}:key/[A-Za-z0-9-]+$")
@@ -55,18 +46,8 @@ def _bucket_name(value: str) -> str:
     return value
 
 
-def _kms_key_arn(value: str) -> str:
-    if not _KMS_KEY_ARN.match(value):
-        raise fail(
-            "kms_key_arn",
-            "must be a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>; not an alias), got {value!r}",
-            value=value,
-        )
-    return value
-
-
 BucketName = Annotated[str, AfterValidator(_bucket_name)]
-KmsKeyArn = Annotated[str, AfterValidator(_kms_key_arn)]
+KmsKeyArn = Annotated[str, looks_like(_KMS_KEY_ARN, "arn:aws:kms:<region>:<account>:key/<id> (a key, not an alias)")]
 
 
 def _addon(description: str) -> AddonChoice:

@@ -13,7 +13,7 @@ from pydantic_core import PydanticCustomError
 from components import naming
 from components.catalog import pins
 from components.scheduling import HUGEPAGE_2MI_BYTES, LIBFABRIC_HUGEPAGES_2MI_BYTES, Taint
-from components.spec.base import DnsLabel, SpecModel, fail, items
+from components.spec.base import DnsLabel, SpecModel, fail, items, looks_like
 from components.spec.existing import (
     BucketName,
     ExistingCluster,
@@ -50,15 +50,6 @@ def _cidr(value: str) -> str:
         ) from None
 
 
-def _id(pattern: re.Pattern[str], example: str) -> AfterValidator:
-    def check(value: str) -> str:
-        if not pattern.match(value):
-            raise fail("aws_id", "must look like {example}, got {value!r}", example=example, value=value)
-        return value
-
-    return AfterValidator(check)
-
-
 def _iam_principal(value: str) -> str:
     session = _ASSUMED_ROLE.match(value)
     if session is not None:
@@ -92,10 +83,10 @@ def _iam_principal(value: str) -> str:
 
 Cidr = Annotated[str, AfterValidator(_cidr)]
 IamPrincipalArn = Annotated[str, AfterValidator(_iam_principal)]
-VpcId = Annotated[str, _id(_VPC_ID, "vpc-0123456789abcdef0")]
-SubnetId = Annotated[str, _id(_SUBNET_ID, "subnet-0123456789abcdef0")]
-ReservationId = Annotated[str, _id(_RESERVATION_ID, "cr-0123456789abcdef0")]
-CertificateArn = Annotated[str, _id(_ACM_ARN, "arn:aws:acm:<region>:<account>:certificate/<id>")]
+VpcId = Annotated[str, looks_like(_VPC_ID, "vpc-0123456789abcdef0")]
+SubnetId = Annotated[str, looks_like(_SUBNET_ID, "subnet-0123456789abcdef0")]
+ReservationId = Annotated[str, looks_like(_RESERVATION_ID, "cr-0123456789abcdef0")]
+CertificateArn = Annotated[str, looks_like(_ACM_ARN, "arn:aws:acm:<region>:<account>:certificate/<id>")]
 
 
 # A created VPC gives each zone a private /N+3 (pods take VPC addresses) and a public /N+6,
