@@ -190,3 +190,32 @@ def test_a_named_bucket_is_the_cold_tier_of_an_eks_cluster_and_nothing_of_s3_is_
     assert "arn:aws:s3:::team-kv/mooncake-kv/pd/*" in resources
     assert KMS_KEY in resources
     assert plan.outputs["regions"][REGION]["cold_tier_bucket"] == "team-kv"
+
+
+PIPELINE = ("keda", "prometheus", "metrics_server", "dcgm_exporter", "grafana")
+
+
+@pytest.mark.parametrize("keda", ["present", "install"])
+def test_each_part_of_the_pipeline_is_installed_or_left_to_the_cluster(tmp_path: Path, keda: str) -> None:
+    kubeconfig = tmp_path / "kubeconfig"
+    kubeconfig.write_text(KUBECONFIG)
+    addons = {**dict.fromkeys(PIPELINE, "present"), "keda": keda}
+    region = existing_region(
+        {"kubeconfig": str(kubeconfig), "addons": addons},
+        {"node_groups": {"system": {"labels": {"inference-fleet/accelerator": "none"}}}},
+    )
+    scaled = classic_endpoint({"autoscaling": {"min_replicas": 1, "max_replicas": 2, "metrics": ["queue:4"]}})
+    plan = run_program(read_stack_file(write_stack(tmp_path, {REGION: region}, {"chat": scaled})))
+    releases = {release["inputs"]["name"] for release in by_type(plan, "kubernetes:helm.sh/v3:Release")}
+    crds = by_type(plan, "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+    namespaces = {
+        namespace["inputs"]["metadata"]["name"] for namespace in by_type(plan, "kubernetes:core/v1:Namespace")
+    }
+    assert by_type(plan, "kubernetes:keda.sh/v1alpha1:ScaledObject")  # the endpoint's autoscaler either way
+    if keda == "present":
+        assert (releases, crds) == (set(), [])
+        assert "inference-fleet-metrics" not in namespaces
+    else:
+        assert releases == {"keda"}
+        assert crds
+        assert "inference-fleet-metrics" in namespaces
