@@ -8,7 +8,7 @@ import pulumi
 import pulumi_kubernetes as k8s
 
 from components import naming
-from components.catalog import instance_catalog
+from components.catalog import InstanceType, instance_catalog
 from components.platform.addons import EKS_ADDON_FIELDS, ClusterAddons, ClusterAddonsArgs
 from components.platform.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
 from components.platform.cluster import EksCluster, EksClusterArgs
@@ -20,6 +20,7 @@ from components.platform.load_balancer import LoadBalancerController, LoadBalanc
 from components.platform.metrics import PIPELINE_PARTS, MetricsPipeline, MetricsPipelineArgs
 from components.platform.network import Network, NetworkArgs
 from components.platform.node_groups import EfaNodeGroup, GpuNodeGroup, NodeGroupArgs
+from components.spec.existing import ExistingCluster
 from components.spec.region import Region
 
 
@@ -69,59 +70,12 @@ class RegionalPlatform(pulumi.ComponentResource):
         catalog = instance_catalog()
         facts = {name: catalog.instance_types[group.instance_types[0]] for name, group in spec.node_groups.items()}
 
-        groups: dict[str, GpuNodeGroup | EfaNodeGroup] = {}
-        vpc_id: pulumi.Input[str] | None
+        groups: dict[str, GpuNodeGroup | EfaNodeGroup]
+        vpc_id: pulumi.Output[str] | None
         if spec.existing_cluster is None:
-            network = Network(
-                naming.platform_name(region, "network"), NetworkArgs(region=region, vpc=spec.created_vpc), child
-            )
-            self.cluster = EksCluster(
-                naming.platform_name(region, "cluster"),
-                EksClusterArgs(
-                    stack=args.stack,
-                    region=region,
-                    kubernetes_version=spec.kubernetes_version,
-                    vpc_id=network.vpc_id,
-                    private_subnet_ids=network.private_subnet_ids,
-                    public_subnet_ids=network.public_subnet_ids,
-                    protect=spec.protect,
-                    access=spec.cluster_access,
-                ),
-                child,
-            )
-            self.kubernetes = self.cluster.kubernetes
-            self.cluster_name = self.cluster.cluster_name
-            self.endpoint = self.cluster.endpoint
-            self.kubeconfig = self.cluster.kubeconfig
-            vpc_id = network.vpc_id
-            for group_name, group in spec.node_groups.items():
-                group_args = NodeGroupArgs(
-                    stack=args.stack,
-                    region=region,
-                    group_name=group_name,
-                    spec=group,
-                    facts=facts[group_name],
-                    cluster=self.cluster.cluster,
-                    node_role=self.cluster.node_role,
-                    vpc_id=network.vpc_id,
-                    subnet_ids=network.private_subnet_ids,
-                    cluster_security_group_id=self.cluster.cluster_security_group_id,
-                    kubernetes_version=spec.kubernetes_version,
-                )
-                component = EfaNodeGroup if group.efa else GpuNodeGroup
-                groups[group_name] = component(naming.platform_name(region, "nodes", group_name), group_args, child)
+            groups, vpc_id = self._create_cluster(args, facts)
         else:
-            self.cluster = None
-            connection = ExistingClusterConnection(
-                naming.platform_name(region, "cluster"),
-                ExistingClusterConnectionArgs(region=region, existing=spec.existing_cluster),
-                child,
-            )
-            self.kubernetes = connection.kubernetes
-            self.cluster_name = connection.cluster_name
-            self.endpoint = connection.endpoint
-            self.kubeconfig = connection.kubeconfig
-            vpc_id = connection.vpc_id
+            groups, vpc_id = {}, self._connect(region, spec.existing_cluster)
         self.node_group_names = {group_name: group.node_group_name for group_name, group in groups.items()}
 
         system_groups = [groups[name] for name, fact in facts.items() if fact.accelerators == 0 and name in groups]
@@ -247,6 +201,67 @@ class RegionalPlatform(pulumi.ComponentResource):
                 "workload_role_arn": self.workload_role_arn,
             }
         )
+
+    def _create_cluster(
+        self, args: RegionalPlatformArgs, facts: dict[str, InstanceType]
+    ) -> tuple[dict[str, GpuNodeGroup | EfaNodeGroup], pulumi.Output[str]]:
+        """The VPC, the EKS cluster and its node groups; the groups and the VPC's id."""
+        region, spec = args.region, args.spec
+        child = pulumi.ResourceOptions(parent=self)
+        groups: dict[str, GpuNodeGroup | EfaNodeGroup] = {}
+        network = Network(
+            naming.platform_name(region, "network"), NetworkArgs(region=region, vpc=spec.created_vpc), child
+        )
+        self.cluster = EksCluster(
+            naming.platform_name(region, "cluster"),
+            EksClusterArgs(
+                stack=args.stack,
+                region=region,
+                kubernetes_version=spec.kubernetes_version,
+                vpc_id=network.vpc_id,
+                private_subnet_ids=network.private_subnet_ids,
+                public_subnet_ids=network.public_subnet_ids,
+                protect=spec.protect,
+                access=spec.cluster_access,
+            ),
+            child,
+        )
+        self.kubernetes = self.cluster.kubernetes
+        self.cluster_name = self.cluster.cluster_name
+        self.endpoint = self.cluster.endpoint
+        self.kubeconfig = self.cluster.kubeconfig
+        for group_name, group in spec.node_groups.items():
+            group_args = NodeGroupArgs(
+                stack=args.stack,
+                region=region,
+                group_name=group_name,
+                spec=group,
+                facts=facts[group_name],
+                cluster=self.cluster.cluster,
+                node_role=self.cluster.node_role,
+                vpc_id=network.vpc_id,
+                subnet_ids=network.private_subnet_ids,
+                cluster_security_group_id=self.cluster.cluster_security_group_id,
+                kubernetes_version=spec.kubernetes_version,
+            )
+            component = EfaNodeGroup if group.efa else GpuNodeGroup
+            groups[group_name] = component(naming.platform_name(region, "nodes", group_name), group_args, child)
+        return groups, network.vpc_id
+
+    def _connect(self, region: str, existing: ExistingCluster) -> pulumi.Output[str] | None:
+        """The connection to an existing cluster; its VPC's id where EKS reports one."""
+        child = pulumi.ResourceOptions(parent=self)
+        self.cluster = None
+        connection = ExistingClusterConnection(
+            naming.platform_name(region, "cluster"),
+            ExistingClusterConnectionArgs(region=region, existing=existing),
+            child,
+        )
+        self.kubernetes = connection.kubernetes
+        self.cluster_name = connection.cluster_name
+        self.endpoint = connection.endpoint
+        self.kubeconfig = connection.kubeconfig
+        return connection.vpc_id
 
     def summary(self) -> dict[str, pulumi.Input[object]]:
         """What the stack exports about this region (the kubeconfig, a secret, goes separately)."""
