@@ -39,6 +39,8 @@ class MetricsPipelineArgs:
     """For the Pod Identity association of Prometheus's remote write to AMP, when configured."""
     installs: frozenset[str] = frozenset(PIPELINE_PARTS)
     """The parts installed; an existing cluster may run the others already (``existing_cluster.addons``)."""
+    keda_crds: bool = True
+    """KEDA's CRDs are applied (KEDA installed, or ``existing_cluster.addons.keda: crds``)."""
 
 
 class MetricsPipeline(pulumi.ComponentResource):
@@ -61,10 +63,11 @@ class MetricsPipeline(pulumi.ComponentResource):
                 )
             )
         self.crds = []
-        self.keda = None
-        if "keda" in installs:
+        if args.keda_crds:
             # Deleting a CRD would delete every endpoint's ScaledObjects: they stay (vendored_crds).
             self.crds = vendored_crds(region, "keda", pins().charts.keda, self, args.kubernetes)
+        self.keda = None
+        if "keda" in installs:
             self.keda = helm_release(
                 naming.platform_name(region, "keda"),
                 pins().charts.keda,

@@ -109,9 +109,7 @@ class RegionalPlatform(pulumi.ComponentResource):
                     child,
                 )
             )
-        if spec.installs("aws_load_balancer_controller"):
-            assert self.cluster_name is not None  # validation: installed only on EKS
-            assert vpc_id is not None
+        if spec.applies_crds("aws_load_balancer_controller"):
             controllers.append(
                 LoadBalancerController(
                     naming.platform_name(region, "lb-controller"),
@@ -122,24 +120,27 @@ class RegionalPlatform(pulumi.ComponentResource):
                         ingress=spec.ingress,
                         kubernetes=self.kubernetes,
                         addons=addons,
+                        crds_only=not spec.installs("aws_load_balancer_controller"),
                     ),
                     child,
                 )
             )
 
         groups_controller: list[pulumi.Resource] = []
-        if args.leader_worker_sets and spec.installs("lws"):
+        if args.leader_worker_sets and spec.applies_crds("lws"):
             groups_controller.append(
                 LeaderWorkerSetController(
                     naming.platform_name(region, "lws"),
-                    LeaderWorkerSetControllerArgs(region=region, kubernetes=self.kubernetes, addons=addons),
+                    LeaderWorkerSetControllerArgs(
+                        region=region, kubernetes=self.kubernetes, addons=addons, crds_only=not spec.installs("lws")
+                    ),
                     child,
                 )
             )
 
         pipeline: list[pulumi.Resource] = []
         installed_parts = frozenset(part for part in PIPELINE_PARTS if spec.installs(part))
-        if spec.metrics.enabled and installed_parts:
+        if spec.metrics.enabled and (installed_parts or spec.applies_crds("keda")):
             pipeline.append(
                 MetricsPipeline(
                     naming.platform_name(region, "metrics"),
@@ -151,6 +152,7 @@ class RegionalPlatform(pulumi.ComponentResource):
                         gpu_nodes=gpu_nodes,
                         cluster_name=self.cluster_name,
                         installs=installed_parts,
+                        keda_crds=spec.applies_crds("keda"),
                     ),
                     child,
                 )

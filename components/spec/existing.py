@@ -17,9 +17,12 @@ from components.spec.base import LabelKey, LabelValue, NonEmptyStr, SpecModel, f
 if TYPE_CHECKING:  # the region model imports this module
     from components.spec.region import Region
 
-AddonChoice = Literal["install", "present"]
+AddonChoice = Literal["install", "present", "crds"]
 INSTALL: AddonChoice = "install"
 PRESENT: AddonChoice = "present"
+CRDS: AddonChoice = "crds"
+WITH_CRDS = ("aws_load_balancer_controller", "keda", "lws")
+"""The add-ons whose CRDs the program applies itself (components/catalog.py applied_crds)."""
 
 ENV_PREFIX = "env:"
 """``kubeconfig: env:VAR``: the kubeconfig's text is the value of the environment variable VAR."""
@@ -55,7 +58,9 @@ def _addon(description: str) -> AddonChoice:
         INSTALL,
         description=f"{description} install: the program installs it, as in a region whose cluster it creates; "
         "present: the cluster runs it already, the program installs nothing of it and the placement check "
-        "trusts it is there.",
+        "trusts it is there. crds (only the load balancer controller, KEDA and LeaderWorkerSet): as present, "
+        "but the program applies the add-on's pinned CRDs, for a controller someone else runs (a GitOps tool, "
+        "say) whose custom resources the endpoints need in the same update.",
     )
     return value
 
@@ -89,6 +94,21 @@ class Addons(SpecModel):
     def installs(self, addon: str) -> bool:
         choice: AddonChoice = getattr(self, addon)
         return choice == INSTALL
+
+    def applies_crds(self, addon: str) -> bool:
+        """The program applies ``addon``'s CRDs: installed, or ``crds``."""
+        choice: AddonChoice = getattr(self, addon)
+        return choice != PRESENT
+
+    def _rules(self) -> Iterator[PydanticCustomError]:
+        for addon in type(self).model_fields:
+            if getattr(self, addon) == CRDS and addon not in WITH_CRDS:
+                yield fail(
+                    "addon_crds",
+                    "has no CRDs the program applies (only {with_crds} do): choose install or present",
+                    at=addon,
+                    with_crds=", ".join(WITH_CRDS),
+                )
 
 
 NEEDS_EKS = ("coredns", "eks_pod_identity_agent", "cluster_autoscaler", "aws_load_balancer_controller")

@@ -434,6 +434,10 @@ class Region(SpecModel):
         assert self.vpc is not None, "a region the program creates has a vpc"
         return self.vpc
 
+    def applies_crds(self, addon: str) -> bool:
+        """Whether the program applies ``addon``'s CRDs (installed, or ``crds`` on an existing cluster)."""
+        return self.existing_cluster is None or self.existing_cluster.addons.applies_crds(addon)
+
     def installs(self, addon: str) -> bool:
         """Whether the program installs ``addon`` (a field of Addons): everywhere it creates the
         cluster, and with existing_cluster where the add-on is not present."""

@@ -195,7 +195,7 @@ def test_a_named_bucket_is_the_cold_tier_of_an_eks_cluster_and_nothing_of_s3_is_
 PIPELINE = ("keda", "prometheus", "metrics_server", "dcgm_exporter", "grafana")
 
 
-@pytest.mark.parametrize("keda", ["present", "install"])
+@pytest.mark.parametrize("keda", ["present", "crds", "install"])
 def test_each_part_of_the_pipeline_is_installed_or_left_to_the_cluster(tmp_path: Path, keda: str) -> None:
     kubeconfig = tmp_path / "kubeconfig"
     kubeconfig.write_text(KUBECONFIG)
@@ -215,7 +215,21 @@ def test_each_part_of_the_pipeline_is_installed_or_left_to_the_cluster(tmp_path:
     if keda == "present":
         assert (releases, crds) == (set(), [])
         assert "inference-fleet-metrics" not in namespaces
+    elif keda == "crds":  # the controller is someone else's; its CRDs at the pinned version are ours
+        assert releases == set()
+        assert {crd["inputs"]["metadata"]["name"] for crd in crds} >= {"scaledobjects.keda.sh"}
+        assert "inference-fleet-metrics" not in namespaces
     else:
         assert releases == {"keda"}
         assert crds
         assert "inference-fleet-metrics" in namespaces
+
+
+def test_the_load_balancer_controllers_crds_alone_on_a_cluster_given_by_kubeconfig(tmp_path: Path) -> None:
+    """``crds``: no IAM role, no association, no release; the CRDs, kept on delete like every vendored CRD."""
+    plan = kubeconfig_plan(tmp_path, {"addons": {"aws_load_balancer_controller": "crds"}})
+    crds = by_type(plan, "kubernetes:apiextensions.k8s.io/v1:CustomResourceDefinition")
+    assert {crd["inputs"]["metadata"]["name"] for crd in crds} >= {"targetgroupbindings.elbv2.k8s.aws"}
+    assert all(crd["options"].get("retainOnDelete") for crd in crds)
+    assert not by_type(plan, "kubernetes:helm.sh/v3:Release")
+    assert not [resource for resource in plan.resources if resource["type"].startswith("aws:")]

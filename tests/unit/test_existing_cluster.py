@@ -238,3 +238,10 @@ def test_an_eks_cluster_by_name_names_an_existing_bucket_and_its_key_for_the_col
 def test_a_created_region_names_no_bucket_of_its_own() -> None:
     config = stack(region({"cold_tier": {"enabled": True, "bucket": "team-kv"}}))
     assert "creates this region's bucket" in problem_at(config, f"regions.{REGION}.cold_tier.bucket").message
+
+
+def test_crds_is_a_choice_only_for_the_add_ons_whose_crds_the_program_applies(kubeconfig: str) -> None:
+    config = stack(existing_region({"kubeconfig": kubeconfig, "addons": {"prometheus": "crds", "keda": "crds"}}))
+    found = [problem for problem in problems(config) if problem.path.startswith(f"regions.{REGION}.existing_cluster")]
+    assert [problem.path for problem in found] == [f"regions.{REGION}.existing_cluster.addons.prometheus"]
+    assert "install or present" in found[0].message
