@@ -14,6 +14,7 @@ from ruamel.yaml import YAML
 from components.platform.existing import eks_kubeconfig
 from fleetctl.cli import main
 from fleetctl.plan import SECRET, Plan, ProgramError, run_program
+from fleetctl.policy_check import check_plan
 from fleetctl.stackfile import read_stack_file, stack_path
 from tests.component.programs import by_type, run_snippet
 from tests.unit.stack_builders import REGION, classic_endpoint, existing_region, mooncake_endpoint
@@ -55,6 +56,7 @@ def test_a_region_given_by_kubeconfig_registers_only_the_kubernetes_half(tmp_pat
     pod = deployment["inputs"]["spec"]["template"]["spec"]
     assert pod["nodeSelector"] == {"role": "gpu"}
     assert plan.outputs["regions"][REGION]["cluster_name"] is None
+    assert check_plan(plan.resources) == []  # the policy pack holds a region with no AWS half too
 
 
 def test_the_provider_takes_the_kubeconfigs_context(tmp_path: Path) -> None:
