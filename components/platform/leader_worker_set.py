@@ -65,6 +65,8 @@ class LeaderWorkerSetControllerArgs:
     region: str
     kubernetes: k8s.Provider
     addons: pulumi.Resource
+    crds_only: bool = False
+    """The controller runs already (``existing_cluster.addons.lws: crds``): its CRDs only."""
 
 
 class LeaderWorkerSetController(pulumi.ComponentResource):
@@ -74,6 +76,9 @@ class LeaderWorkerSetController(pulumi.ComponentResource):
         super().__init__("inference-fleet:platform:LeaderWorkerSetController", name, None, opts)
         region = args.region
         crds = vendored_crds(region, "lws", pins().charts.lws, self, args.kubernetes)
+        if args.crds_only:
+            self.register_outputs({})
+            return
         namespace = k8s.core.v1.Namespace(
             naming.platform_name(region, "lws-namespace"),
             metadata={"name": NAMESPACE, "labels": naming.fleet_labels()},

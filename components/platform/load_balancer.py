@@ -257,22 +257,34 @@ def controller_values(cluster_name: str, region: str, vpc_id: str, ingress: Ingr
 @dataclass(frozen=True)
 class LoadBalancerControllerArgs:
     region: str
-    cluster_name: pulumi.Output[str]
-    """Resolves once the cluster exists: the pod identity association needs the cluster."""
-    vpc_id: pulumi.Input[str]
+    cluster_name: pulumi.Output[str] | None
+    """Resolves once the cluster exists: the pod identity association needs the cluster (None only with
+    ``crds_only``)."""
+    vpc_id: pulumi.Input[str] | None
     ingress: Ingress
     kubernetes: k8s.Provider
     addons: pulumi.Resource
     """Pod Identity must be running before the controller starts."""
+    crds_only: bool = False
+    """The controller runs already (``existing_cluster.addons.aws_load_balancer_controller: crds``): its
+    CRDs only, no IAM role, no release."""
 
 
 class LoadBalancerController(pulumi.ComponentResource):
-    role_arn: pulumi.Output[str]
+    role_arn: pulumi.Output[str] | None
     crds: list[k8s.apiextensions.v1.CustomResourceDefinition]
 
     def __init__(self, name: str, args: LoadBalancerControllerArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:platform:LoadBalancerController", name, None, opts)
         region = args.region
+        chart = pins().charts.aws_load_balancer_controller
+        if args.crds_only:
+            self.crds = vendored_crds(region, "lb-controller", chart, self, args.kubernetes)
+            self.role_arn = None
+            self.register_outputs({})
+            return
+        assert args.cluster_name is not None  # validation: installed only on EKS
+        assert args.vpc_id is not None
         role, association = controller_identity(
             self,
             naming.platform_name(region, "lb-controller"),
@@ -286,7 +298,6 @@ class LoadBalancerController(pulumi.ComponentResource):
             lambda names: controller_values(names[0], region, names[1], args.ingress)
         )
         # Deleting a CRD would delete the TargetGroupBindings behind each route: they stay (vendored_crds).
-        chart = pins().charts.aws_load_balancer_controller
         self.crds = vendored_crds(region, "lb-controller", chart, self, args.kubernetes)
         helm_release(
             naming.platform_name(region, "lb-controller"),
