@@ -195,7 +195,7 @@ def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = P
         )
     )
     settings.set_root_resource(None)  # type: ignore[arg-type]
-    pulumi_config.set_all_config(dict(stack_file.engine_config), [])
+    pulumi_config.set_all_config(dict(stack_file.engine_config), list(stack_file.secret_keys))
 
     async def program_main() -> None:
         runpy.run_path(str(program), run_name="__main__")
