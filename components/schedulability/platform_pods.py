@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 from components.catalog import CONFIG_DIR, _read
+from components.platform import efa_ready
 from components.platform.addons import efa_plugin_values, nvidia_plugin_values
 from components.platform.autoscaler import NAMESPACE as AUTOSCALER_NAMESPACE
 from components.platform.autoscaler import autoscaler_values
@@ -114,6 +115,16 @@ def efa_device_plugin() -> DaemonSet:
     )
 
 
+def efa_startup_taint_remover() -> DaemonSet:
+    """Ours (components/platform/efa_ready.py), on every EFA node."""
+    pod = efa_ready.pod_spec()
+    return DaemonSet(
+        name=efa_ready.NAME,
+        pod={key: pod[key] for key in ("nodeSelector", "tolerations")},
+        requests=amounts(efa_ready.REQUESTS),
+    )
+
+
 def _addon_pod(addon: Mapping[str, Any]) -> dict[str, Any]:
     return {key: addon[key] for key in ("nodeSelector", "affinity", "tolerations") if key in addon}
 
@@ -121,7 +132,8 @@ def _addon_pod(addon: Mapping[str, Any]) -> dict[str, Any]:
 def daemon_sets(region: Region, node_facts: list[Node]) -> list[DaemonSet]:
     """The region's DaemonSets; a device plugin only where the platform installs it
     (components/platform/addons.py: NVIDIA with any NVIDIA group, EFA with any EFA group), the
-    DCGM exporter where the metrics pipeline runs and there are NVIDIA nodes."""
+    DCGM exporter where the metrics pipeline runs and there are NVIDIA nodes, and with EFA groups the
+    remover of their startup taint."""
     found = [
         DaemonSet(name=name, pod=_addon_pod(addon), requests=amounts(addon.get("requests") or {}))
         for name, addon in facts()["addons"].items()
@@ -130,7 +142,7 @@ def daemon_sets(region: Region, node_facts: list[Node]) -> list[DaemonSet]:
     if any(node.facts.accelerator == "nvidia" for node in node_facts):
         found.append(nvidia_device_plugin())
     if any(group.efa for group in region.node_groups.values()):
-        found.append(efa_device_plugin())
+        found += [efa_device_plugin(), efa_startup_taint_remover()]
     if region.metrics.enabled and any(node.facts.accelerator == "nvidia" for node in node_facts):
         found.append(dcgm_exporter())
     return found
