@@ -22,7 +22,7 @@ from typing import Any
 
 from components import naming, scheduling
 from components.catalog import pins
-from components.render.pods import locked_down
+from components.render.pods import TMP_VOLUME, locked_down, tmp_volume
 
 NAME = "efa-startup-taint"
 NAMESPACE = "kube-system"
@@ -31,7 +31,11 @@ PROGRAM_DIR = "/etc/efa-startup-taint"
 PROGRAM_FILE = "efa_startup_taint.py"
 CHECKSUM_ANNOTATION = "inference-fleet/program-sha256"
 REQUESTS = {"cpu": "10m", "memory": "32Mi"}
-LIMITS = {"memory": "64Mi"}
+LIMITS = {"cpu": "100m", "memory": "64Mi"}
+PERIOD_SECONDS = 5
+HEARTBEAT = "/tmp/heartbeat"
+ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_SECONDS = 3600
 
 
 def program_text() -> str:
@@ -90,9 +94,30 @@ def pod_tolerations() -> list[dict[str, str]]:
     return scheduling.tolerations(taints)
 
 
+def _probe() -> dict[str, Any]:
+    """Alive while the loop completes rounds: the heartbeat is at most a few periods old."""
+    check = ["python3", f"{PROGRAM_DIR}/{PROGRAM_FILE}", "--check", HEARTBEAT, "--max-age", str(12 * PERIOD_SECONDS)]
+    return {"exec": {"command": check}, "initialDelaySeconds": 10, "periodSeconds": 30, "timeoutSeconds": 10}
+
+
+def _token_volume() -> dict[str, Any]:
+    """The API credentials, mounted explicitly where the program (and client libraries) look: the
+    pod automounts no token, so no other container of it could get one."""
+    return {
+        "name": "api-token",
+        "projected": {
+            "sources": [
+                {"serviceAccountToken": {"path": "token", "expirationSeconds": TOKEN_SECONDS}},
+                {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+            ]
+        },
+    }
+
+
 def pod_spec() -> dict[str, Any]:
     return {
         "serviceAccountName": NAME,
+        "automountServiceAccountToken": False,
         "priorityClassName": "system-node-critical",
         "nodeSelector": {scheduling.EFA_LABEL: "true"},
         "tolerations": pod_tolerations(),
@@ -108,14 +133,35 @@ def pod_spec() -> dict[str, Any]:
                     scheduling.EFA_STARTUP_TAINT.key,
                     "--resource",
                     scheduling.EFA_RESOURCE,
+                    "--period",
+                    str(PERIOD_SECONDS),
+                    "--heartbeat",
+                    HEARTBEAT,
                 ],
                 "env": [{"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}}],
                 "resources": {"requests": dict(REQUESTS), "limits": dict(LIMITS)},
+                "livenessProbe": _probe(),
+                "readinessProbe": _probe(),
                 "securityContext": locked_down(),
-                "volumeMounts": [{"name": "program", "mountPath": PROGRAM_DIR, "readOnly": True}],
+                "volumeMounts": [
+                    {"name": "program", "mountPath": PROGRAM_DIR, "readOnly": True},
+                    {"name": "api-token", "mountPath": ACCOUNT_DIR, "readOnly": True},
+                    {"name": TMP_VOLUME, "mountPath": "/tmp"},
+                ],
             }
         ],
-        "volumes": [{"name": "program", "configMap": {"name": NAME}}],
+        "volumes": [{"name": "program", "configMap": {"name": NAME}}, _token_volume(), tmp_volume()],
+    }
+
+
+def network_policy() -> dict[str, Any]:
+    """The pod serves nothing: no traffic in. It calls only the API server, whose addresses (the
+    control plane's interfaces in the VPC) the manifests do not know, so egress stays open."""
+    return {
+        "apiVersion": "networking.k8s.io/v1",
+        "kind": "NetworkPolicy",
+        "metadata": _metadata(NAME),
+        "spec": {"podSelector": {"matchLabels": {"app.kubernetes.io/name": NAME}}, "policyTypes": ["Ingress"]},
     }
 
 
@@ -142,4 +188,4 @@ def daemon_set() -> dict[str, Any]:
 
 def manifests() -> list[dict[str, Any]]:
     """In the order they are needed."""
-    return [service_account(), cluster_role(), cluster_role_binding(), config_map(), daemon_set()]
+    return [service_account(), cluster_role(), cluster_role_binding(), config_map(), network_policy(), daemon_set()]

@@ -38,16 +38,35 @@ ACCOUNT = "/var/run/secrets/kubernetes.io/serviceaccount"
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--taint", required=True, help="the startup taint's key")
-    parser.add_argument("--resource", required=True, help="the extended resource the device plugin advertises")
+    parser.add_argument("--taint", help="the startup taint's key")
+    parser.add_argument("--resource", help="the extended resource the device plugin advertises")
     parser.add_argument("--period", type=float, default=5.0, help="seconds between reads of the node")
     parser.add_argument(
         "--server",
         default=None,
         help="the API server (default: https://$KUBERNETES_SERVICE_HOST:$KUBERNETES_SERVICE_PORT)",
     )
+    parser.add_argument("--heartbeat", default=None, help="a file touched after every round (the probes read it)")
+    parser.add_argument(
+        "--check", default=None, metavar="FILE", help="exit 0 if FILE was touched in the last --max-age seconds"
+    )
+    parser.add_argument("--max-age", type=float, default=60.0, help="with --check: seconds")
     parser.add_argument("--once", action="store_true", help="one round, then exit (tests)")
     return parser.parse_args(argv)
+
+
+def fresh(path: str, max_age: float) -> bool:
+    """The probes' question: has the loop completed a round lately?"""
+    try:
+        return time.time() - os.path.getmtime(path) <= max_age
+    except OSError:
+        return False
+
+
+def beat(path: str | None) -> None:
+    if path is not None:
+        with open(path, "w", encoding="utf-8") as file:
+            file.write(str(time.time()))
 
 
 class Api:
@@ -116,6 +135,11 @@ def round_once(api: Api, name: str, taint: str, resource: str) -> str:
 
 def main(argv: list[str]) -> int:
     arguments = parse_args(argv)
+    if arguments.check is not None:
+        return 0 if fresh(arguments.check, arguments.max_age) else 1
+    if not (arguments.taint and arguments.resource):
+        print("--taint and --resource are required", file=sys.stderr)
+        return 2
     name = os.environ.get("NODE_NAME")
     if not name:
         print("NODE_NAME is not set (the DaemonSet passes spec.nodeName)", file=sys.stderr)
@@ -129,6 +153,7 @@ def main(argv: list[str]) -> int:
         if seen != last:
             print(f"node {name}: {seen}", flush=True)
             last = seen
+        beat(arguments.heartbeat)
         if arguments.once:
             return 0
         time.sleep(arguments.period)

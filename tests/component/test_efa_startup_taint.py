@@ -16,7 +16,7 @@ from components import scheduling
 from components.platform import efa_ready
 from tests.component.programs import by_type, example_plan
 
-KINDS = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "DaemonSet"]
+KINDS = ["ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "NetworkPolicy", "DaemonSet"]
 
 
 @pytest.mark.parametrize("region", ["us-east-1", "eu-west-1"])

@@ -18,11 +18,14 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import subprocess
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -100,17 +103,39 @@ def api() -> Iterator[tuple[StandIn, str]]:
         server.server_close()
 
 
-def run_once(server: str) -> str:
+def run_once(server: str, heartbeat: Path | None = None) -> str:
+    """The program as the DaemonSet runs it, one round, its heartbeat written to ``heartbeat``."""
     command = [sys.executable, str(efa_ready.PROGRAM_SOURCE), *efa_ready.pod_spec()["containers"][0]["command"][2:]]
-    done = subprocess.run(
-        [*command, "--server", server, "--once"],
-        env={"NODE_NAME": "node-1", "PATH": "/usr/bin:/bin"},
-        capture_output=True,
-        text=True,
-        timeout=30,
-        check=True,
-    )
+    with tempfile.TemporaryDirectory() as scratch:
+        beat = heartbeat or Path(scratch) / "heartbeat"
+        done = subprocess.run(
+            [*command, "--server", server, "--heartbeat", str(beat), "--once"],
+            env={"NODE_NAME": "node-1", "PATH": "/usr/bin:/bin"},
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        )
     return done.stdout.strip()
+
+
+def probe(heartbeat: Path) -> int:
+    command = efa_ready.pod_spec()["containers"][0]["livenessProbe"]["exec"]["command"]
+    arguments = [arg if arg != efa_ready.HEARTBEAT else str(heartbeat) for arg in command[2:]]
+    return subprocess.run([sys.executable, str(efa_ready.PROGRAM_SOURCE), *arguments], check=False).returncode
+
+
+def test_the_probes_pass_while_rounds_complete_and_fail_when_they_stop(
+    api: tuple[StandIn, str], tmp_path: Path
+) -> None:
+    _, server = api
+    heartbeat = tmp_path / "heartbeat"
+    assert probe(heartbeat) == 1  # no round yet
+    run_once(server, heartbeat)
+    assert probe(heartbeat) == 0
+    stale = heartbeat.stat().st_mtime - 13 * efa_ready.PERIOD_SECONDS
+    os.utime(heartbeat, (stale, stale))
+    assert probe(heartbeat) == 1
 
 
 def test_the_taint_stays_while_the_node_advertises_no_efa_devices(api: tuple[StandIn, str]) -> None:
