@@ -81,6 +81,7 @@ class Fleet(pulumi.ComponentResource):
                     platform=platform.workload_dependencies,
                     cold_tier_bucket=platform.cold_tier.bucket_name if platform.cold_tier is not None else None,
                     dashboard=bool(spec.regions[region].metrics.enabled),
+                    secrets=spec.secrets,
                     secret_values=args.secret_values,
                 ),
                 pulumi.ResourceOptions(parent=self, providers={"kubernetes": platform.kubernetes}),

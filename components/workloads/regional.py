@@ -4,7 +4,8 @@ pipeline the region's Grafana dashboard."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,8 @@ class RegionalWorkloadsArgs:
     """The region's cold-tier bucket, when it has one."""
     dashboard: bool = False
     """The region runs the metrics pipeline: its Grafana dashboard goes into the pipeline's namespace."""
+    secrets: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    """The Secrets of ``inference-fleet:secrets`` and their keys (``StackSpec.secrets``)."""
     secret_values: SecretValues | None = None
     """``inference-fleet:secrets`` (secret): each namespace gets the Secrets its endpoints read."""
 
@@ -62,7 +65,7 @@ class RegionalWorkloads(pulumi.ComponentResource):
             secrets = create_secrets(
                 region,
                 namespace_name,
-                namespace_secrets(args.endpoints, namespace_name),
+                {name: args.secrets[name] for name in namespace_secrets(args.endpoints, namespace_name)},
                 args.secret_values,
                 pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[created]),
             )

@@ -38,32 +38,36 @@ def namespace_secrets(endpoints: Sequence[PlacedEndpoint], namespace: str) -> tu
     return secret_names(endpoint.spec for endpoint in endpoints if endpoint.namespace == namespace)
 
 
-def _data(values: Mapping[str, Mapping[str, Any]], *, name: str) -> dict[str, str]:
-    return {key: str(value) for key, value in values[name].items()}
+def _value(values: Mapping[str, Mapping[str, Any]], *, name: str, key: str) -> str:
+    return str(values[name][key])
 
 
 def create_secrets(
     region: str,
     namespace: str,
-    names: Sequence[str],
+    secrets: Mapping[str, Sequence[str]],
     values: SecretValues | None,
     opts: pulumi.ResourceOptions,
 ) -> list[pulumi.Resource]:
-    """One Opaque Secret per name in ``namespace``. Validation ensures every name has values."""
-    if not names:
+    """One Opaque Secret per name of ``secrets`` (name -> its keys) in ``namespace``, each key's value
+    a secret Output of its own: the plan shows the keys, never a value. Validation ensures every name
+    and key has a value."""
+    if not secrets:
         return []
     if values is None:
-        raise ValueError(f"endpoints in {region}/{namespace} read Secrets {', '.join(names)} but none were given")
-    secrets: list[pulumi.Resource] = []
-    for name in names:
-        data: pulumi.Output[dict[str, str]] = values.apply(functools.partial(_data, name=name))
-        secrets.append(
+        raise ValueError(f"endpoints in {region}/{namespace} read Secrets {', '.join(secrets)} but none were given")
+    created: list[pulumi.Resource] = []
+    for name, keys in secrets.items():
+        data: dict[str, pulumi.Output[str]] = {
+            key: values.apply(functools.partial(_value, name=name, key=key)) for key in keys
+        }
+        created.append(
             k8s.core.v1.Secret(
                 naming.workload_resource_name(region, f"{namespace}-secret-{name}"),
                 metadata={"name": name, "namespace": namespace, "labels": naming.fleet_labels()},
                 type="Opaque",
-                string_data=data,  # secret: from require_secret_object
+                string_data=data,  # each value secret: from require_secret_object
                 opts=opts,
             )
         )
-    return secrets
+    return created

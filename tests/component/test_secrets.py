@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from fleetctl.plan import SECRET, ProgramError, run_program
+from fleetctl.plan import SECRET, ProgramError, manifest_files, run_program
 from fleetctl.stackfile import read_stack_file, stack_path
 from tests.component.programs import by_type, example_plan
 
@@ -25,6 +25,7 @@ def test_every_secret_an_endpoint_reads_is_created_in_its_namespace_as_a_secret(
     assert {r["inputs"]["metadata"]["name"] for r in secrets} == set(SECRETS)
     for secret in secrets:
         assert secret["inputs"]["metadata"]["namespace"] == "inference"
+        # pulumi_kubernetes' Secret makes the whole of stringData secret (core/v1/Secret.py).
         assert secret["inputs"]["stringData"] == SECRET
         assert {"data", "stringData"} <= set(secret["options"]["additionalSecretOutputs"])
 
@@ -60,3 +61,9 @@ def test_a_secrets_config_pulumi_did_not_encrypt_fails_the_program_before_any_re
     stack_file = dataclasses.replace(read_stack_file(stack_path("prod")), secret_keys=())
     with pytest.raises(ProgramError, match=r"inference-fleet:secrets is plaintext in the stack config"):
         run_program(stack_file)
+
+
+def test_the_manifest_of_a_secret_says_its_data_is_secret_and_stays_a_valid_object() -> None:
+    text = manifest_files(example_plan("prod"))["manifests/us-east-1/inference/Secret-hf-token.yaml"]
+    assert text.startswith(f"# stringData: {SECRET} (Pulumi secrets, never written out)\n")
+    assert "\nstringData:" not in text
