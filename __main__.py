@@ -11,12 +11,19 @@ from components import naming
 from components.fleet import Fleet, FleetArgs, aws_regions
 from components.platform import global_front
 from components.spec import CONFIG_KEYS, SpecError
+from components.spec.secrets import SECRETS_KEY, redacted
 from components.validation import validate_stack
+from components.workloads.secrets import secret_config
 
 config = pulumi.Config()
 stack = pulumi.get_stack()
+raw = {key: config.get_object(key) for key in CONFIG_KEYS if config.get(key) is not None}
+secret_values = None
+if SECRETS_KEY in raw:
+    # Validated without its values; they reach the Secret objects as a secret Output only.
+    secret_values = secret_config(config)
+    raw[SECRETS_KEY] = redacted(raw[SECRETS_KEY])
 try:
-    raw = {key: config.get_object(key) for key in CONFIG_KEYS if config.get(key) is not None}
     spec = validate_stack(raw, stack=stack)
 except SpecError as error:
     # Every problem at once, before any resource is registered; no traceback.
@@ -47,7 +54,13 @@ global_provider = (
 
 fleet = Fleet(
     naming.fleet_name(stack),
-    FleetArgs(stack=stack, spec=spec, aws_providers=providers, global_provider=global_provider),
+    FleetArgs(
+        stack=stack,
+        spec=spec,
+        aws_providers=providers,
+        global_provider=global_provider,
+        secret_values=secret_values,
+    ),
 )
 
 pulumi.export("regions", fleet.regions)

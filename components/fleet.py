@@ -17,6 +17,7 @@ from components.platform.regional import RegionalPlatform, RegionalPlatformArgs
 from components.render.placement import placed
 from components.spec import StackSpec
 from components.workloads.regional import RegionalWorkloads, RegionalWorkloadsArgs
+from components.workloads.secrets import SecretValues
 
 
 @dataclass(frozen=True)
@@ -27,6 +28,8 @@ class FleetArgs:
     """One explicit provider per region of the spec that calls AWS (``aws_regions``), created by ``__main__``."""
     global_provider: aws.Provider | None = None
     """The provider of the global front door (Global Accelerator's API region), when it is enabled."""
+    secret_values: SecretValues | None = None
+    """``inference-fleet:secrets``, a secret Output (``spec.secrets`` names what it holds)."""
 
 
 class Fleet(pulumi.ComponentResource):
@@ -81,6 +84,8 @@ class Fleet(pulumi.ComponentResource):
                     platform=platform.workload_dependencies,
                     cold_tier_bucket=platform.cold_tier.bucket_name if platform.cold_tier is not None else None,
                     dashboard=bool(spec.regions[region].metrics.enabled),
+                    secrets=spec.secrets,
+                    secret_values=args.secret_values,
                 ),
                 pulumi.ResourceOptions(parent=self, providers={"kubernetes": platform.kubernetes}),
             )

@@ -98,6 +98,10 @@ class Taint:
 GPU_TAINT = Taint("nvidia.com/gpu", "true")
 NEURON_TAINT = Taint("aws.amazon.com/neuron", "true")
 EFA_TAINT = Taint("vpc.amazonaws.com/efa", "true")
+EFA_STARTUP_TAINT = Taint("startup-taint.cluster-autoscaler.kubernetes.io/efa-not-advertised", "true")
+"""Every EFA node registers with it, until it advertises its EFA devices (components/platform/efa_ready.py):
+Cluster Autoscaler takes a node with a taint of that prefix for one still starting. Transient, so not
+among ``node_taints`` (what a running node carries, which the schedulability check places pods on)."""
 
 
 def node_labels(group_name: str, efa: bool, facts: InstanceType) -> dict[str, str]:
@@ -119,6 +123,11 @@ def node_taints(efa: bool, facts: InstanceType) -> tuple[Taint, ...]:
     if efa:
         taints.append(EFA_TAINT)
     return tuple(taints)
+
+
+def registration_taints(efa: bool, facts: InstanceType) -> tuple[Taint, ...]:
+    """What a node group registers its nodes with: ``node_taints``, and on EFA nodes the startup taint."""
+    return (*node_taints(efa, facts), *((EFA_STARTUP_TAINT,) if efa else ()))
 
 
 def tolerations(taints: tuple[Taint, ...]) -> list[dict[str, str]]:

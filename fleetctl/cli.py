@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
+from components.schedulability.hugepages import unrequested_hugepages
 from components.spec import StackSpec
 from components.spec.errors import Problem, ProblemsError
 from fleetctl import diff, plancache
@@ -166,6 +167,8 @@ def _main(argv: Sequence[str] | None = None) -> int:
         _print_json(with_policy(record, violations, report(violations)) if arguments.policy else record)
         return 1 if violations else 0
     print(summary(plan, Path(display_path(out)), files, source=display_path(stack_file.path)))
+    for note in unrequested_hugepages(spec):
+        print(f"note: {note.message()}")
     if arguments.policy:
         violations = check_plan(plan.resources)
         if violations:

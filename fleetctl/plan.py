@@ -196,7 +196,7 @@ def run_program(stack_file: StackFile, program: Path = PROGRAM, project: str = P
         )
     )
     settings.set_root_resource(None)  # type: ignore[arg-type]
-    pulumi_config.set_all_config(dict(stack_file.engine_config), [])
+    pulumi_config.set_all_config(dict(stack_file.engine_config), list(stack_file.secret_keys))
 
     async def program_main() -> None:
         runpy.run_path(str(program), run_name="__main__")
@@ -325,8 +325,24 @@ def manifest_files(plan: Plan) -> dict[str, str]:
         path = f"manifests/{region}/{namespace}/{manifest['kind']}-{name}.yaml"
         if path in files:
             raise ProgramError(f"two Kubernetes objects render to {path}")
-        files[path] = _yaml(_manifest_order(manifest))
+        files[path] = _secret_note(manifest) + _yaml(_manifest_order(_without_secret_data(manifest)))
     return files
+
+
+_SECRET_DATA = ("data", "stringData")
+
+
+def _without_secret_data(manifest: Mapping[str, Any]) -> Mapping[str, Any]:
+    """A Secret's data as the plan records it is ``[secret]`` in place of a mapping, which no API
+    server would take: the manifest leaves it out (``_secret_note`` says so)."""
+    if manifest.get("kind") != "Secret":
+        return manifest
+    return {key: value for key, value in manifest.items() if not (key in _SECRET_DATA and value == SECRET)}
+
+
+def _secret_note(manifest: Mapping[str, Any]) -> str:
+    fields = [key for key in _SECRET_DATA if manifest.get("kind") == "Secret" and manifest.get(key) == SECRET]
+    return "".join(f"# {key}: {SECRET} (Pulumi secrets, never written out)\n" for key in fields)
 
 
 def _manifest_order(manifest: Mapping[str, Any]) -> dict[str, Any]:

@@ -18,6 +18,7 @@ from ruamel.yaml.events import AliasEvent, MappingEndEvent, MappingStartEvent, S
 
 from components.spec import NAMESPACE, StackSpec
 from components.spec.errors import Problem, ProblemsError, SpecError, dotted
+from components.spec.secrets import SECRETS_KEY, plaintext_paths, redacted, set_command, stand_ins
 from components.validation import validate_stack
 from fleetctl.namespaces import foreign_key_problems, missing_keys_problem
 from fleetctl.positions import locate
@@ -35,7 +36,10 @@ class StackFile:
     project_config: dict[str, Any]
     """The project's keys, namespace stripped (``regions``, ``endpoints``, ...)."""
     engine_config: dict[str, str]
-    """Every config key as the Pulumi engine hands it to a program: strings, objects as JSON."""
+    """Every config key as the Pulumi engine hands it to a program: strings, objects as JSON; a secret
+    key with each value replaced by a placeholder (fleetctl never decrypts)."""
+    secret_keys: tuple[str, ...] = ()
+    """The keys of ``engine_config`` the engine would mark secret (``inference-fleet:secrets``)."""
 
 
 class StackFileError(ProblemsError):
@@ -147,19 +151,32 @@ def _from_document(path: Path, document: Any) -> StackFile:
         raise StackFileError([Problem(where, f"needs a config: mapping of {NAMESPACE}:<key> entries, got {got}")])
     project: dict[str, Any] = {}
     engine: dict[str, str] = {}
+    secret_keys: list[str] = []
     problems: list[Problem] = []
     for raw_key, value in config.items():
         key = str(raw_key)
         namespace, _, name = key.rpartition(":")
         full_key = key if namespace else f"{NAMESPACE}:{key}"
+        if (not namespace or namespace == NAMESPACE) and name == SECRETS_KEY:
+            problems += [
+                Problem(
+                    dotted(path),
+                    f"is plaintext in the stack file; write it encrypted: {set_command(str(path[1]), str(path[2]))}",
+                )
+                for path in plaintext_paths(value)
+            ]
+            project[name] = redacted(value)  # as the program validates it: the ciphertext is no input
+            engine[full_key] = json.dumps(stand_ins(value), default=str)
+            secret_keys.append(full_key)
+            continue
         if not namespace or namespace == NAMESPACE:
             secure = _secure_path(value, [name])
             if secure is not None:
                 problems.append(
                     Problem(
                         dotted(secure),
-                        "is an encrypted (secure) value; this project keeps credentials in Kubernetes Secrets "
-                        "(secret_env, mooncake.proxy.admin_api_key_secret), never in config",
+                        "is an encrypted (secure) value; the project's only secret values are under "
+                        f"{NAMESPACE}:{SECRETS_KEY} (docs/deploying.md), which become Kubernetes Secrets",
                     )
                 )
                 continue
@@ -172,7 +189,13 @@ def _from_document(path: Path, document: Any) -> StackFile:
         problems.append(missing)
     if problems:
         raise StackFileError(problems)
-    return StackFile(path=path, stack=stack_name(path), project_config=project, engine_config=engine)
+    return StackFile(
+        path=path,
+        stack=stack_name(path),
+        project_config=project,
+        engine_config=engine,
+        secret_keys=tuple(secret_keys),
+    )
 
 
 def _secure_path(value: Any, path: list[str | int]) -> list[str | int] | None:

@@ -13,6 +13,8 @@ import pulumi_kubernetes as k8s
 
 from components import naming, scheduling
 from components.catalog import Chart, applied_crds, pins
+from components.platform import efa_ready
+from components.workloads.kube import register
 
 # Add-ons pulumi-eks does not create (coredns is disabled there until nodes exist).
 NODE_ADDONS = ("coredns", "eks-pod-identity-agent")
@@ -55,12 +57,18 @@ class ClusterAddonsArgs:
     """The EFA device plugin is installed."""
     eks_addons: tuple[str, ...] = NODE_ADDONS
     """The EKS add-ons installed (an existing cluster may run them already)."""
+    startup_taint: bool = False
+    """EFA groups the program creates register their nodes with the EFA startup taint: its remover runs."""
+
+
+PLUGIN_TAINTS = (scheduling.GPU_TAINT, scheduling.EFA_TAINT, scheduling.EFA_STARTUP_TAINT)
+"""The device plugins run on a node before its EFA startup taint is gone: it waits for them."""
 
 
 def nvidia_plugin_values() -> dict[str, Any]:
     """Runs on every NVIDIA node, EFA or not; never claims the EFA devices."""
     return {
-        "tolerations": scheduling.tolerations((scheduling.GPU_TAINT, scheduling.EFA_TAINT)),
+        "tolerations": scheduling.tolerations(PLUGIN_TAINTS),
         "nodeSelector": {scheduling.ACCELERATOR_LABEL: "nvidia"},
         # Mounting /dev/infiniband into GPU pods would take what the EFA plugin hands out.
         "mofedEnabled": False,
@@ -71,7 +79,7 @@ def nvidia_plugin_values() -> dict[str, Any]:
 
 def efa_plugin_values() -> dict[str, Any]:
     return {
-        "tolerations": scheduling.tolerations((scheduling.GPU_TAINT, scheduling.EFA_TAINT)),
+        "tolerations": scheduling.tolerations(PLUGIN_TAINTS),
         "nodeSelector": {scheduling.EFA_LABEL: "true"},
     }
 
@@ -132,4 +140,12 @@ class ClusterAddons(pulumi.ComponentResource):
             for name, wanted, chart, values in plugins
             if wanted
         ]
+        # Takes the EFA nodes' startup taint off once their devices are advertised (efa_ready.py).
+        self.startup_taint: list[pulumi.CustomResource] = []
+        if args.startup_taint:
+            for manifest in efa_ready.manifests():
+                previous = self.startup_taint[-1:]
+                opts = pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=previous)
+                name = naming.platform_name(args.region, efa_ready.NAME, manifest["kind"].lower())
+                self.startup_taint.append(register(name, manifest, opts))
         self.register_outputs({})

@@ -220,7 +220,7 @@ def _managed_node_group(
         labels=node_labels(args.group_name, spec, args.facts),
         taints=[
             aws.eks.NodeGroupTaintArgs(key=taint.key, value=taint.value, effect=taint.eks_effect)
-            for taint in scheduling.node_taints(spec.efa, args.facts)
+            for taint in scheduling.registration_taints(spec.efa, args.facts)
         ],
         launch_template=aws.eks.NodeGroupLaunchTemplateArgs(
             id=launch_template.id, version=launch_template.latest_version.apply(str)

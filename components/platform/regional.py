@@ -94,6 +94,7 @@ class RegionalPlatform(pulumi.ComponentResource):
                 gpu_nodes=gpu_nodes and spec.installs("nvidia_device_plugin"),
                 efa_nodes=any(group.efa for group in spec.node_groups.values()) and spec.installs("efa_device_plugin"),
                 eks_addons=tuple(addon for addon, field in EKS_ADDON_FIELDS.items() if spec.installs(field)),
+                startup_taint=spec.existing_cluster is None and any(group.efa for group in spec.node_groups.values()),
             ),
             child,
         )

@@ -14,6 +14,7 @@ from functools import cache
 from typing import Any
 
 from components.catalog import CONFIG_DIR, _read
+from components.platform import efa_ready
 from components.platform.addons import efa_plugin_values, nvidia_plugin_values
 from components.platform.autoscaler import NAMESPACE as AUTOSCALER_NAMESPACE
 from components.platform.autoscaler import autoscaler_values
@@ -133,6 +134,16 @@ def trusted(daemon_set: DaemonSet) -> DaemonSet:
     return dataclasses.replace(daemon_set, pod={"tolerations": [{"operator": "Exists"}]}, requests={})
 
 
+def efa_startup_taint_remover() -> DaemonSet:
+    """Ours (components/platform/efa_ready.py), on every EFA node."""
+    pod = efa_ready.pod_spec()
+    return DaemonSet(
+        name=efa_ready.NAME,
+        pod={key: pod[key] for key in ("nodeSelector", "tolerations")},
+        requests=amounts(efa_ready.REQUESTS),
+    )
+
+
 def _addon_pod(addon: Mapping[str, Any]) -> dict[str, Any]:
     return {key: addon[key] for key in ("nodeSelector", "affinity", "tolerations") if key in addon}
 
@@ -140,7 +151,8 @@ def _addon_pod(addon: Mapping[str, Any]) -> dict[str, Any]:
 def daemon_sets(region: Region, node_facts: list[Node]) -> list[DaemonSet]:
     """The region's DaemonSets; a device plugin only where the platform installs it
     (components/platform/addons.py: NVIDIA with any NVIDIA group, EFA with any EFA group), the
-    DCGM exporter where the metrics pipeline runs and there are NVIDIA nodes."""
+    DCGM exporter where the metrics pipeline runs and there are NVIDIA nodes, and with EFA groups the
+    remover of their startup taint."""
     found = [
         DaemonSet(name=name, pod=_addon_pod(addon), requests=amounts(addon.get("requests") or {}))
         for name, addon in facts()["addons"].items()
@@ -151,6 +163,8 @@ def daemon_sets(region: Region, node_facts: list[Node]) -> list[DaemonSet]:
         plugins.append(("nvidia_device_plugin", nvidia_device_plugin()))
     if any(group.efa for group in region.node_groups.values()):
         plugins.append(("efa_device_plugin", efa_device_plugin()))
+        if not region.existing:  # the startup taint is put on the nodes of groups the program creates
+            found.append(efa_startup_taint_remover())
     found += [plugin if region.installs(addon) else trusted(plugin) for addon, plugin in plugins]
     if (
         region.metrics.enabled

@@ -142,7 +142,10 @@ UserLabelKey = Annotated[LabelKey, AfterValidator(_own_label)]
 
 
 class SecretRef(SpecModel):
-    secret: ObjectName = Field(description="Name of a Kubernetes Secret in the endpoint's namespace.")
+    secret: ObjectName = Field(
+        description="Name of a Kubernetes Secret in the endpoint's namespace, created by the stack from "
+        "inference-fleet:secrets.<name> (which must hold the key)."
+    )
     key: NonEmptyStr = Field(description="Key inside that Secret.")
 
 

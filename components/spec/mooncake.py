@@ -79,7 +79,9 @@ class Proxy(SpecModel):
     )
     scheduling: Literal["round_robin"] = Field("round_robin", description="How the proxy picks instances.")
     admin_api_key_secret: ObjectName | None = Field(
-        None, description="Name of a Kubernetes Secret holding the proxy admin key; the key never enters config."
+        None,
+        description="Name of a Kubernetes Secret holding the proxy admin key (key ADMIN_API_KEY), created by the "
+        "stack from the Pulumi secret inference-fleet:secrets.<name>.ADMIN_API_KEY; never in plaintext config.",
     )
 
 

@@ -10,7 +10,7 @@ from typing import Any
 from pydantic import Field, ValidationError
 
 from components.catalog import aws_regions, instance_catalog
-from components.spec.base import SpecModel
+from components.spec.base import ObjectName, SpecModel
 from components.spec.checks import (
     Placement,
     check_canary_names,
@@ -27,6 +27,7 @@ from components.spec.existing_checks import check_existing_region, check_kubecon
 from components.spec.front import GlobalFront, check_front
 from components.spec.metrics import needs_pipeline
 from components.spec.region import Region
+from components.spec.secrets import SecretData, SecretsConfig, check_secrets
 
 NAMESPACE = "inference-fleet"
 
@@ -45,6 +46,13 @@ class StackConfig(SpecModel):
         alias="global",
         description="One address for every endpoint across the regions, with a traffic dial per region.",
     )
+    secrets: dict[ObjectName, SecretData] = Field(
+        default_factory=dict,
+        description="Kubernetes Secrets the stack creates, by name, in every namespace whose endpoints read "
+        "them (secret_env, mooncake.proxy.admin_api_key_secret): key -> value, each value a Pulumi secret "
+        "set with `pulumi config set --secret --path 'inference-fleet:secrets.<name>.<key>' <value>` "
+        "(docs/deploying.md). Every Secret an endpoint reads must be here.",
+    )
 
 
 CONFIG_KEYS = tuple(field.alias or name for name, field in StackConfig.model_fields.items())
@@ -58,6 +66,8 @@ class StackSpec:
     endpoints: Mapping[str, Endpoint]
     placements: tuple[Placement, ...]
     global_front: GlobalFront = field(default_factory=GlobalFront)
+    secrets: Mapping[str, tuple[str, ...]] = field(default_factory=dict)
+    """The Secrets the stack creates and their keys; never their values (components/spec/secrets.py)."""
 
     def placements_in(self, region: str) -> tuple[Placement, ...]:
         return tuple(placement for placement in self.placements if placement.region == region)
@@ -118,10 +128,20 @@ def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> S
     for name, region in regions.items():
         problems += check_existing_region(name, region, catalog, base=None)
     problems += check_kubeconfig_placements(regions, endpoints, placements, front)
+    secrets = _parse_secrets(config.get("secrets"), problems)
+    if secrets is not None:
+        # An endpoint that did not parse may read any of them: unread ones are judged on a whole fleet.
+        whole = isinstance(raw_endpoints, Mapping) and len(endpoints) == len(raw_endpoints)
+        found = check_secrets(secrets, endpoints, unread=whole)
+        problems += [Problem(dotted(path), message) for path, message in found]
     if problems:
         raise SpecError(sorted(set(root_causes(problems))))
     return StackSpec(
-        regions=regions, endpoints=endpoints, placements=tuple(placements), global_front=front or GlobalFront()
+        regions=regions,
+        endpoints=endpoints,
+        placements=tuple(placements),
+        global_front=front or GlobalFront(),
+        secrets={name: tuple(sorted(data)) for name, data in (secrets or {}).items()},
     )
 
 
@@ -168,6 +188,16 @@ def _parse_front(raw: Any, problems: list[Problem]) -> GlobalFront | None:
         return GlobalFront.model_validate(raw)
     except ValidationError as error:
         problems += problems_from(error, ["global"], GlobalFront)
+        return None
+
+
+def _parse_secrets(raw: Any, problems: list[Problem]) -> dict[str, SecretData] | None:
+    if raw is None:
+        return {}
+    try:
+        return SecretsConfig.model_validate({"secrets": raw}).secrets
+    except ValidationError as error:
+        problems += problems_from(error, [], SecretsConfig)
         return None
 
 

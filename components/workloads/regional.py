@@ -4,7 +4,8 @@ pipeline the region's Grafana dashboard."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import dataclasses
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +18,7 @@ from components.render.dashboard import dashboard_config_map, dashboard_rows
 from components.render.placement import PlacedEndpoint
 from components.workloads.endpoint import InferenceEndpoint, InferenceEndpointArgs
 from components.workloads.kube import register
+from components.workloads.secrets import SecretValues, create_secrets, namespace_secrets
 
 
 @dataclass(frozen=True)
@@ -32,6 +34,10 @@ class RegionalWorkloadsArgs:
     """The region's cold-tier bucket, when it has one."""
     dashboard: bool = False
     """The region runs the metrics pipeline: its Grafana dashboard goes into the pipeline's namespace."""
+    secrets: Mapping[str, tuple[str, ...]] = dataclasses.field(default_factory=dict)
+    """The Secrets of ``inference-fleet:secrets`` and their keys (``StackSpec.secrets``)."""
+    secret_values: SecretValues | None = None
+    """``inference-fleet:secrets`` (secret): each namespace gets the Secrets its endpoints read."""
 
 
 class RegionalWorkloads(pulumi.ComponentResource):
@@ -55,7 +61,15 @@ class RegionalWorkloads(pulumi.ComponentResource):
                 workload_service_account(namespace_name),
                 pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[created]),
             )
-            namespace_objects[namespace_name] = [created, account]
+            # The pods read them at start: created before any workload of the namespace.
+            secrets = create_secrets(
+                region,
+                namespace_name,
+                {name: args.secrets[name] for name in namespace_secrets(args.endpoints, namespace_name)},
+                args.secret_values,
+                pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[created]),
+            )
+            namespace_objects[namespace_name] = [created, account, *secrets]
         self.records = {}
         for endpoint in args.endpoints:
             component = InferenceEndpoint(

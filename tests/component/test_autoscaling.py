@@ -125,8 +125,8 @@ def template_tags(plan: Plan, region: str, group: str) -> dict[str, str]:
 @pytest.mark.parametrize("region", PROD_REGIONS)
 @pytest.mark.parametrize(
     ("group", "instance_type", "hugepages"),
-    # p5 reserves its hugepages_2mi (chat's rdma store), g6e the default: libfabric's 5120 MiB.
-    [("p5", "p5.48xlarge", "562176Mi"), ("g6e", "g6e.48xlarge", "5120Mi")],
+    # p5-store reserves its hugepages_2mi (chat's rdma store), p5 and g6e the default: libfabric's 5120 MiB.
+    [("p5-store", "p5.48xlarge", "562176Mi"), ("p5", "p5.48xlarge", "5120Mi"), ("g6e", "g6e.48xlarge", "5120Mi")],
 )
 def test_each_efa_group_tells_the_autoscaler_what_a_node_offers_while_it_has_none(
     region: str, group: str, instance_type: str, hugepages: str
@@ -163,7 +163,7 @@ def test_system_groups_tag_their_labels_only(stack: str, region: str) -> None:
 
 
 @pytest.mark.parametrize("region", PROD_REGIONS)
-@pytest.mark.parametrize(("group", "pages"), [("p5", 549 * 512), ("g6e", 2560)])
+@pytest.mark.parametrize(("group", "pages"), [("p5-store", 549 * 512), ("p5", 2560), ("g6e", 2560)])
 def test_efa_nodes_use_their_instance_store_and_reserve_huge_pages_through_their_user_data(
     region: str, group: str, pages: int
 ) -> None:

@@ -106,6 +106,14 @@ def test_plan_summary_names_resources_by_region(tmp_path: Path, capsys: pytest.C
     assert "eu-west-1" in out
     assert "pulumi:providers:aws" in out
     assert "plan.json" in out
+    # Huge pages reserved and requested by no pod (issue 28, item 7; docs/efa.md): prod's g6e groups
+    # reserve libfabric's default on nodes that run no rdma pod; its p5 groups reserve what their pods take.
+    notes = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert [note.split(":")[1].strip() for note in notes] == [
+        "regions.us-east-1.node_groups.g6e.hugepages_2mi",
+        "regions.eu-west-1.node_groups.g6e.hugepages_2mi",
+    ]
+    assert "15GiB of 2 MiB huge pages reserved and requested by no pod, on 3 node(s)" in notes[0]
 
 
 def test_generated_schema_and_config_reference_are_fresh(capsys: pytest.CaptureFixture[str]) -> None:

@@ -254,10 +254,18 @@ def test_efa_nodes_launch_only_after_the_self_rules_exist(plan_of: Callable[[str
 
 @pytest.mark.parametrize("group", EFA_GROUPS)
 def test_efa_nodes_are_tainted_for_gpus_and_efa_and_labelled_as_efa(plan_of: Callable[[str], Plan], group: str) -> None:
+    """And they register with the startup taint, whose prefix Cluster Autoscaler 1.34 reads as "not
+    started yet" (kubernetes/autoscaler cluster-autoscaler-1.34.5 utils/taints/taints.go
+    StartupTaintPrefix), until the node advertises its EFA devices (components/platform/efa_ready.py)."""
     inputs = node_group(plan_of(group))["inputs"]
     assert inputs["taints"] == [
         {"key": "nvidia.com/gpu", "value": "true", "effect": "NO_SCHEDULE"},
         {"key": "vpc.amazonaws.com/efa", "value": "true", "effect": "NO_SCHEDULE"},
+        {
+            "key": "startup-taint.cluster-autoscaler.kubernetes.io/efa-not-advertised",
+            "value": "true",
+            "effect": "NO_SCHEDULE",
+        },
     ]
     facts = instance_catalog().instance_types[GROUPS[group][1]["instance_types"][0]]
     assert inputs["labels"] == {**scheduling.node_labels(group, True, facts), autoscaler.GPU_LABEL: "nvidia"}

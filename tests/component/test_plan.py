@@ -26,7 +26,8 @@ def test_main_registers_one_aws_provider_per_region(stack: str) -> None:
 
 def test_prod_serves_each_endpoint_in_both_regions_on_its_node_group() -> None:
     placements = example_plan("prod").outputs["placements"]
-    assert placements["chat"]["eu-west-1"] == {"node_group": "p5", "image": "vllm/vllm-openai:v0.33.0-efa"}
+    assert placements["chat"]["eu-west-1"] == {"node_group": "p5-store", "image": "vllm/vllm-openai:v0.33.0-efa"}
+    assert placements["reason"]["eu-west-1"]["node_group"] == "p5"
     assert placements["summarize"]["eu-west-1"]["image"] == (
         "123456789012.dkr.ecr.eu-west-1.amazonaws.com/summarize-vllm:2026.11.1"
     )

@@ -88,7 +88,12 @@ def test_device_plugins_tolerate_and_select_the_gpu_and_efa_nodes(region: str) -
     efa = releases[charts.efa_device_plugin.chart]
     assert nvidia["version"] == charts.nvidia_device_plugin.version
     assert efa["version"] == charts.efa_device_plugin.version
-    expected = [scheduling.GPU_TAINT.toleration(), scheduling.EFA_TAINT.toleration()]
+    # And the EFA nodes' startup taint: they register the devices whose advertising takes it off (docs/efa.md).
+    expected = [
+        scheduling.GPU_TAINT.toleration(),
+        scheduling.EFA_TAINT.toleration(),
+        scheduling.EFA_STARTUP_TAINT.toleration(),
+    ]
     assert nvidia["values"]["tolerations"] == expected
     assert efa["values"]["tolerations"] == expected
     assert nvidia["values"]["nodeSelector"] == {scheduling.ACCELERATOR_LABEL: "nvidia"}
@@ -209,7 +214,7 @@ def test_stack_outputs_name_each_regions_cluster_and_keep_kubeconfigs_secret() -
     east = outputs["regions"]["us-east-1"]
     assert east["cluster_name"] == "inference-fleet-prod-us-east-1"
     assert east["cluster_endpoint"].startswith("https://")
-    assert set(east["node_groups"]) == {"system", "p5", "g6e"}
+    assert set(east["node_groups"]) == {"system", "p5-store", "p5", "g6e"}
     assert east["cold_tier_bucket"] == "inference-fleet-prod-kv-123456789012-us-east-1"
     assert example_plan("dev").outputs["regions"]["us-west-2"]["cold_tier_bucket"] is None
 

@@ -17,6 +17,7 @@ import copy
 from collections.abc import Mapping
 from typing import Any, Final
 
+from components.render.mooncake_env import ADMIN_KEY_IN_SECRET
 from components.render.placement import PlacedEndpoint, placed
 from components.spec import parse_stack_config
 
@@ -83,18 +84,45 @@ def mooncake_endpoint(overrides: Mapping[str, Any] | None = None) -> dict[str, A
     )
 
 
+def secrets_read(endpoints: Mapping[str, Mapping[str, Any]]) -> dict[str, Any]:
+    """``inference-fleet:secrets`` as the stack file holds it (a ciphertext stand-in per value) for
+    every Secret key the raw ``endpoints`` read: secret_env and the proxy's admin key."""
+    secrets: dict[str, Any] = {}
+    for endpoint in endpoints.values():
+        if not isinstance(endpoint, Mapping):
+            continue  # an invalid endpoint: the test is about that
+        secret_env = endpoint.get("secret_env")
+        refs = [
+            (ref.get("secret"), ref.get("key"))
+            for ref in (secret_env.values() if isinstance(secret_env, Mapping) else ())
+            if isinstance(ref, Mapping)
+        ]
+        mooncake = endpoint.get("mooncake")
+        proxy = mooncake.get("proxy") if isinstance(mooncake, Mapping) else None
+        if isinstance(proxy, Mapping) and proxy.get("admin_api_key_secret"):
+            refs.append((proxy["admin_api_key_secret"], ADMIN_KEY_IN_SECRET))
+        for name, key in refs:
+            if isinstance(name, str) and isinstance(key, str):
+                secrets.setdefault(name, {})[key] = {"secure": "v1:test"}
+    return secrets
+
+
 def stack_config(
     *,
     region_overrides: Mapping[str, Any] | None = None,
     regions: Mapping[str, Mapping[str, Any]] | None = None,
     endpoints: Mapping[str, Mapping[str, Any]] | None = None,
+    secrets: bool = True,
 ) -> dict[str, Any]:
-    """The project's config keys: the minimal region (or ``regions``) plus ``endpoints``."""
+    """The project's config keys: the minimal region (or ``regions``) plus ``endpoints``, and with
+    ``secrets`` every Secret the endpoints read (none without, as a stack that forgot them)."""
     config: dict[str, Any] = {
         "regions": copy.deepcopy(dict(regions)) if regions is not None else {REGION: region(region_overrides)}
     }
     if endpoints is not None:
         config["endpoints"] = copy.deepcopy(dict(endpoints))
+        if secrets and secrets_read(endpoints):
+            config["secrets"] = secrets_read(endpoints)
     return config
 
 

@@ -54,7 +54,7 @@ def test_a_stack_file_with_none_of_our_keys_is_refused() -> None:
         parse_stack_bytes(Path("Pulumi.dev.yaml"), text)
     assert [str(problem) for problem in refused.value.problems] == [
         "error: Pulumi.dev.yaml: sets none of the project's keys (inference-fleet:regions, "
-        "inference-fleet:endpoints, inference-fleet:global): is it this project's stack file?"
+        "inference-fleet:endpoints, inference-fleet:global, inference-fleet:secrets): is it this project's stack file?"
     ]
 
 

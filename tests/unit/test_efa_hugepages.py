@@ -8,11 +8,13 @@ from typing import Any
 import pytest
 
 from components.render.mooncake_roles import STORE_HUGEPAGE_ENV, role_deployment, role_template
+from components.schedulability.hugepages import unrequested_hugepages
 from components.scheduling import EFA_PAGE_ENTRY_BUDGET, LIBFABRIC_HUGEPAGES_2MI_BYTES
 from components.spec import Problem, SpecError, parse_stack_config
 from components.spec.region import NodeGroup
+from fleetctl.stackfile import load_stack, stack_path
 
-from .stack_builders import DELETE, REGION, placed_endpoint, with_mooncake, with_region
+from .stack_builders import DELETE, IMAGE, REGION, placed_endpoint, with_mooncake, with_region
 
 GIB = 2**30
 MIB = 2**20
@@ -156,3 +158,62 @@ def test_prods_store_would_overflow_4_kib_page_entries_but_fits_in_huge_pages() 
     assert ranks * (segment + buffer) // 4096 > 24_000_000 > EFA_PAGE_ENTRY_BUDGET
     assert ranks * (segment + buffer) // (2 * MIB) < EFA_PAGE_ENTRY_BUDGET
     parse_stack_config(store_mode({"global_segment_size": "64GiB", "local_buffer_size": "4GiB"}))
+
+
+# What a shared reservation costs (issue 28, item 7).
+
+
+def shared_p5() -> dict[str, Any]:
+    """A store endpoint over rdma (69 GiB of huge pages per pod) and a 1P1D one without a store (libfabric's
+    5 GiB per pod) on the one p5 group, which reserves the store's 69 GiB on every node."""
+    config = store_mode()
+    config["endpoints"]["reason"] = {
+        "model": "Qwen/Qwen3-8B",
+        "node_group": "p5",
+        "gpu_count": 8,
+        "mooncake": {"mode": "disaggregated", "topology": {"prefill": 1, "decode": 1}},
+    }
+    config["regions"][REGION]["node_groups"]["p5"]["max_size"] = 3
+    return config
+
+
+def test_huge_pages_a_group_reserves_for_one_endpoint_are_reported_on_the_nodes_of_another() -> None:
+    """Kubelet offers pre-allocated huge pages only as hugepages-2Mi, taken out of allocatable memory
+    (kubernetes pkg/kubelet/nodestatus/setters.go MachineInfo), so what no pod requests nobody can use:
+    each of reason's two nodes locks 69 - 5 = 64 GiB."""
+    (report,) = unrequested_hugepages(parse_stack_config(shared_p5()))
+    assert (report.region, report.group, report.nodes, report.reserved) == (REGION, "p5", 2, 69 * GIB)
+    assert report.unrequested == 2 * 64 * GIB
+    assert report.message() == (
+        f"regions.{REGION}.node_groups.p5.hugepages_2mi: 128GiB of 2 MiB huge pages reserved and requested by no "
+        "pod, on 2 node(s) (69GiB reserved on each; memory no pod can use): give the pods that request less a "
+        "node group of their own, whose hugepages_2mi is theirs"
+    )
+
+
+def test_a_group_of_its_own_per_huge_page_need_reserves_nothing_unused() -> None:
+    config = shared_p5()
+    groups = config["regions"][REGION]["node_groups"]
+    groups["p5-rdma"] = {**groups["p5"], "hugepages_2mi": "5120MiB", "max_size": 2}
+    groups["p5"].update(max_size=1, desired_size=1)
+    groups["p5-rdma"]["desired_size"] = 1
+    config["endpoints"]["reason"]["node_group"] = "p5-rdma"
+    config["endpoints"]["chat"]["node_group"] = "p5"
+    assert unrequested_hugepages(parse_stack_config(config)) == []
+
+
+def test_an_efa_group_without_rdma_pods_is_told_to_drop_efa() -> None:
+    config = store_mode(node_group="gpu", mooncake={"transfer": {"protocol": "tcp"}}, gpu_count=4)
+    config["regions"][REGION]["node_groups"]["p5"]["hugepages_2mi"] = "5120MiB"
+    config["endpoints"]["other"] = {"image": IMAGE, "model": "Qwen/Qwen3-8B", "node_group": "p5", "gpu_count": 8}
+    (report,) = unrequested_hugepages(parse_stack_config(config))
+    assert (report.group, report.unrequested, report.requested) == ("p5", 5 * GIB, False)
+    assert report.message().endswith("no pod there uses EFA: set efa to false, or place an rdma endpoint on the group")
+
+
+def test_prod_reserves_the_stores_huge_pages_only_where_the_store_runs() -> None:
+    """prod once reserved chat's 549 GiB on every p5 node, reason's four included (2.1 TiB unused)."""
+    _, spec = load_stack(stack_path("prod"))
+    reported = {(report.region, report.group) for report in unrequested_hugepages(spec)}
+    assert not {group for _, group in reported} & {"p5", "p5-store"}
+    assert spec.regions["us-east-1"].node_groups["p5"].hugepages_bytes == LIBFABRIC_HUGEPAGES_2MI_BYTES

@@ -42,7 +42,7 @@ def problems(config: dict[str, Any]) -> list[str]:
 
 
 def test_global_is_a_config_key_of_the_project() -> None:
-    assert CONFIG_KEYS == ("regions", "endpoints", "global")
+    assert CONFIG_KEYS == ("regions", "endpoints", "global", "secrets")
 
 
 def test_defaults_are_off_with_every_region_at_full_dial() -> None:
