@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
 from components import naming
+from components.platform.cluster import KubeconfigCredentials
 from components.platform.global_front import ACCELERATOR, GlobalFrontArgs, GlobalFrontDoor, RegionFront, global_address
 from components.platform.identity import KvEndpoint
 from components.platform.regional import RegionalPlatform, RegionalPlatformArgs
@@ -27,6 +28,9 @@ class FleetArgs:
     """One explicit provider per region of the spec, created by ``__main__``."""
     global_provider: aws.Provider | None = None
     """The provider of the global front door (Global Accelerator's API region), when it is enabled."""
+    credentials: KubeconfigCredentials = field(default_factory=lambda: KubeconfigCredentials())
+    """The profile and role the kubeconfigs' ``aws eks get-token`` uses: the providers' own
+    (aws:profile, aws:assumeRoles)."""
 
 
 class Fleet(pulumi.ComponentResource):
@@ -62,6 +66,7 @@ class Fleet(pulumi.ComponentResource):
                     model_sources=model_sources_in(spec, region),
                     kv_endpoints=kv_endpoints_in(spec, region),
                     leader_worker_sets=spans_nodes_in(spec, region),
+                    credentials=args.credentials,
                 ),
                 pulumi.ResourceOptions(parent=self, providers={"aws": args.aws_providers[region]}),
             )

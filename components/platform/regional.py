@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -11,7 +11,7 @@ from components import naming
 from components.catalog import instance_catalog
 from components.platform.addons import ClusterAddons, ClusterAddonsArgs
 from components.platform.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
-from components.platform.cluster import EksCluster, EksClusterArgs
+from components.platform.cluster import EksCluster, EksClusterArgs, KubeconfigCredentials
 from components.platform.cold_tier import ColdTier, ColdTierArgs
 from components.platform.identity import KvEndpoint, WorkloadIdentity, WorkloadIdentityArgs
 from components.platform.leader_worker_set import LeaderWorkerSetController, LeaderWorkerSetControllerArgs
@@ -35,6 +35,8 @@ class RegionalPlatformArgs:
     """Endpoints of the region that write its cold tier, each with an IAM role of its own."""
     leader_worker_sets: bool = False
     """An endpoint of the region has a Mooncake role spanning nodes: LeaderWorkerSet's controller runs."""
+    credentials: KubeconfigCredentials = field(default_factory=lambda: KubeconfigCredentials())
+    """What the region's kubeconfig authenticates with (the AWS providers' profile and role)."""
 
 
 class RegionalPlatform(pulumi.ComponentResource):
@@ -70,6 +72,7 @@ class RegionalPlatform(pulumi.ComponentResource):
                 public_subnet_ids=network.public_subnet_ids,
                 protect=spec.protect,
                 access=spec.cluster_access,
+                credentials=args.credentials,
             ),
             child,
         )
@@ -90,6 +93,7 @@ class RegionalPlatform(pulumi.ComponentResource):
                 subnet_ids=network.private_subnet_ids,
                 cluster_security_group_id=self.cluster.cluster_security_group_id,
                 kubernetes_version=spec.kubernetes_version,
+                live=self.cluster.live,
             )
             component = EfaNodeGroup if group.efa else GpuNodeGroup
             groups[group_name] = component(naming.platform_name(region, "nodes", group_name), group_args, child)
