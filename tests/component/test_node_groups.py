@@ -351,13 +351,114 @@ def test_node_group_scaling_name_and_launch_template_version(plan_of: Callable[[
 def test_node_groups_run_the_clusters_version_and_leave_their_size_to_the_autoscaler(
     plan_of: Callable[[str], Plan], group: str
 ) -> None:
-    """pulumi-eks forwards ``version`` with a launch template and turns ``ignoreScalingChanges`` into
-    ``ignoreChanges: ["scalingConfig.desiredSize"]`` (pulumi/pulumi-eks nodejs/eks/nodes/nodegroup.ts,
-    createManagedNodeGroup, the same at v4.3.0 and at 7bf0c1b, the head of 2026-08-12; we pin 4.4.0)."""
+    """pulumi-eks forwards ``version`` with a launch template (pulumi/pulumi-eks nodejs/eks/nodes/nodegroup.ts,
+    createManagedNodeGroup, the same at v4.3.0 and at 7bf0c1b, the head of 2026-08-12; we pin 4.4.0). Its
+    ``ignoreScalingChanges`` is off: it would make the engine send the state's stale desired size with every
+    min/max edit (components/platform/live.py); a group that does not exist yet starts at desired_size."""
     inputs = node_group(plan_of(group))["inputs"]
     assert inputs["version"] == KUBERNETES_VERSION
-    assert inputs["ignoreScalingChanges"] is True
-    assert inputs["scalingConfig"]["desiredSize"] == 2
+    assert inputs["ignoreScalingChanges"] is False
+    assert inputs["scalingConfig"] == {"minSize": 0, "maxSize": 4, "desiredSize": 2}
+
+
+LIVE_CLUSTER = "inference-fleet-test-us-east-1"
+LIVE_GROUP = "inference-fleet-test-us-east-1-gpu"
+
+
+def live_program(sizes: Mapping[str, int]) -> str:
+    """A ``GpuNodeGroup`` of ``sizes`` (min/max/desired) whose region's cluster exists, read live."""
+    spec = {"instance_types": ["g6e.12xlarge"], **sizes}
+    return f"""
+import json
+import pulumi_eks as eks
+from components.catalog import instance_catalog
+from components.platform.live import LiveCluster
+from components.platform.node_groups import GpuNodeGroup, NodeGroupArgs
+from components.spec.region import NodeGroup
+
+provider = aws.Provider("aws-us-east-1", region="us-east-1")
+holder_options = pulumi.ResourceOptions(providers={{"aws": provider}})
+holder = pulumi.ComponentResource("test:index:Holder", "holder", None, holder_options)
+role = aws.iam.Role("node-role", assume_role_policy="{{}}", opts=pulumi.ResourceOptions(parent=holder))
+cluster = eks.Cluster("c", vpc_id="vpc-1", skip_default_node_group=True, opts=pulumi.ResourceOptions(parent=holder))
+spec = NodeGroup.model_validate(json.loads({json.dumps(spec)!r}))
+args = NodeGroupArgs(
+    stack="test",
+    region="us-east-1",
+    group_name="gpu",
+    spec=spec,
+    facts=instance_catalog().instance_types[spec.instance_types[0]],
+    cluster=cluster,
+    node_role=role,
+    vpc_id="vpc-1",
+    subnet_ids={PRIVATE_SUBNETS!r},
+    cluster_security_group_id=cluster.cluster_security_group_id,
+    kubernetes_version={KUBERNETES_VERSION!r},
+    live=LiveCluster({LIVE_CLUSTER!r}, holder),
+)
+GpuNodeGroup("us-east-1-gpu", args, opts=pulumi.ResourceOptions(parent=holder))
+"""
+
+
+def deployed_group(monkeypatch: pytest.MonkeyPatch, desired: int) -> list[str]:
+    """Answer the live reads as EKS would for a deployed cluster whose group the autoscaler sized to
+    ``desired``; returns the invokes made, in order."""
+    calls: list[str] = []
+
+    def answer(token: str, result: dict[str, Any]) -> None:
+        def handler(arguments: Mapping[str, Any]) -> dict[str, Any]:
+            calls.append(token)
+            return result
+
+        monkeypatch.setitem(mocks.INVOKES, token, handler)
+
+    answer("aws:eks/getClusters:getClusters", {"names": ["another-cluster", LIVE_CLUSTER], "id": "us-east-1"})
+    answer("aws:eks/getCluster:getCluster", {"name": LIVE_CLUSTER, "version": KUBERNETES_VERSION})
+    answer("aws:eks/getNodeGroups:getNodeGroups", {"clusterName": LIVE_CLUSTER, "names": [LIVE_GROUP]})
+    answer(
+        "aws:eks/getNodeGroup:getNodeGroup",
+        {"nodeGroupName": LIVE_GROUP, "scalingConfigs": [{"desiredSize": desired, "minSize": 2, "maxSize": 9}]},
+    )
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("sizes", "live", "sent"),
+    [
+        # max_size 9 -> 12 on a group Cluster Autoscaler grew to 9: it stays at 9 (the stale 2 would shrink it).
+        ({"min_size": 2, "max_size": 12, "desired_size": 2}, 9, 9),
+        # min_size 2 -> 4 over a live size of 2: 4, where the stale 2 fails "Minimum capacity can't be greater
+        # than desired size".
+        ({"min_size": 4, "max_size": 9, "desired_size": 4}, 2, 4),
+        # max_size 9 -> 6 over a live 9: EKS keeps desired within max, so 6.
+        ({"min_size": 2, "max_size": 6, "desired_size": 2}, 9, 6),
+    ],
+)
+def test_a_min_or_max_edit_sends_the_groups_live_size_kept_within_the_new_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sizes: dict[str, int], live: int, sent: int
+) -> None:
+    """terraform-provider-aws resourceNodeGroupUpdate (internal/service/eks/node_group.go, the provider
+    pulumi-aws 7.51.1 bundles) sends the whole scaling config, desired size included
+    (expandNodegroupScalingConfig), in UpdateNodegroupConfig whenever any of it changes; with
+    ignoreChanges on desiredSize the engine would send the state's size at creation."""
+    calls = deployed_group(monkeypatch, live)
+    plan = run_snippet(tmp_path, live_program(sizes))
+    inputs = node_group(plan)["inputs"]
+    assert inputs["scalingConfig"] == {"minSize": sizes["min_size"], "maxSize": sizes["max_size"], "desiredSize": sent}
+    assert inputs["ignoreScalingChanges"] is False
+    assert "aws:eks/getNodeGroup:getNodeGroup" in calls
+
+
+def test_a_group_not_created_yet_in_a_deployed_cluster_starts_at_desired_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = deployed_group(monkeypatch, 7)
+    monkeypatch.setitem(
+        mocks.INVOKES, "aws:eks/getNodeGroups:getNodeGroups", lambda _: {"clusterName": LIVE_CLUSTER, "names": []}
+    )
+    plan = run_snippet(tmp_path, live_program({"min_size": 0, "max_size": 4, "desired_size": 1}))
+    assert node_group(plan)["inputs"]["scalingConfig"]["desiredSize"] == 1
+    assert "aws:eks/getNodeGroup:getNodeGroup" not in calls
 
 
 @pytest.mark.parametrize("group", list(GROUPS))
