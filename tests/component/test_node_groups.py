@@ -60,12 +60,15 @@ GROUPS: dict[str, tuple[str, dict[str, Any]]] = {
 EFA_GROUPS = [group for group, (component, _) in GROUPS.items() if component == EFA]
 
 
-def program(component: str, group: str, spec: Mapping[str, Any]) -> str:
+def program(component: str, group: str, spec: Mapping[str, Any], live: str | None = None) -> str:
+    """A node group of ``spec`` in cluster ``c``; with ``live``, the deployed cluster of that name is read."""
     full_spec = {"min_size": 0, "max_size": 4, "desired_size": 2, **spec}
+    live_arg = f"live=LiveCluster({live!r}, cluster)," if live is not None else ""
     return f"""
 import json
 import pulumi_eks as eks
 from components.catalog import instance_catalog
+from components.platform.live import LiveCluster
 from components.platform.node_groups import {component}, NodeGroupArgs
 from components.spec.region import NodeGroup
 
@@ -92,6 +95,7 @@ args = NodeGroupArgs(
     subnet_ids={PRIVATE_SUBNETS!r},
     cluster_security_group_id=cluster.cluster_security_group_id,
     kubernetes_version={KUBERNETES_VERSION!r},
+    {live_arg}
 )
 group = {component}("us-east-1-{group}", args, opts=pulumi.ResourceOptions(providers={{"aws": provider}}))
 pulumi.export("node_group_name", group.node_group_name)
@@ -362,42 +366,7 @@ def test_node_groups_run_the_clusters_version_and_leave_their_size_to_the_autosc
 
 
 LIVE_CLUSTER = "inference-fleet-test-us-east-1"
-LIVE_GROUP = "inference-fleet-test-us-east-1-gpu"
-
-
-def live_program(sizes: Mapping[str, int]) -> str:
-    """A ``GpuNodeGroup`` of ``sizes`` (min/max/desired) whose region's cluster exists, read live."""
-    spec = {"instance_types": ["g6e.12xlarge"], **sizes}
-    return f"""
-import json
-import pulumi_eks as eks
-from components.catalog import instance_catalog
-from components.platform.live import LiveCluster
-from components.platform.node_groups import GpuNodeGroup, NodeGroupArgs
-from components.spec.region import NodeGroup
-
-provider = aws.Provider("aws-us-east-1", region="us-east-1")
-holder_options = pulumi.ResourceOptions(providers={{"aws": provider}})
-holder = pulumi.ComponentResource("test:index:Holder", "holder", None, holder_options)
-role = aws.iam.Role("node-role", assume_role_policy="{{}}", opts=pulumi.ResourceOptions(parent=holder))
-cluster = eks.Cluster("c", vpc_id="vpc-1", skip_default_node_group=True, opts=pulumi.ResourceOptions(parent=holder))
-spec = NodeGroup.model_validate(json.loads({json.dumps(spec)!r}))
-args = NodeGroupArgs(
-    stack="test",
-    region="us-east-1",
-    group_name="gpu",
-    spec=spec,
-    facts=instance_catalog().instance_types[spec.instance_types[0]],
-    cluster=cluster,
-    node_role=role,
-    vpc_id="vpc-1",
-    subnet_ids={PRIVATE_SUBNETS!r},
-    cluster_security_group_id=cluster.cluster_security_group_id,
-    kubernetes_version={KUBERNETES_VERSION!r},
-    live=LiveCluster({LIVE_CLUSTER!r}, holder),
-)
-GpuNodeGroup("us-east-1-gpu", args, opts=pulumi.ResourceOptions(parent=holder))
-"""
+LIVE_GROUP = "inference-fleet-test-us-east-1-g6e"
 
 
 def deployed_group(monkeypatch: pytest.MonkeyPatch, desired: int) -> list[str]:
@@ -442,7 +411,7 @@ def test_a_min_or_max_edit_sends_the_groups_live_size_kept_within_the_new_bounds
     (expandNodegroupScalingConfig), in UpdateNodegroupConfig whenever any of it changes; with
     ignoreChanges on desiredSize the engine would send the state's size at creation."""
     calls = deployed_group(monkeypatch, live)
-    plan = run_snippet(tmp_path, live_program(sizes))
+    plan = run_snippet(tmp_path, program(GPU, "g6e", {**GROUPS["g6e"][1], **sizes}, live=LIVE_CLUSTER))
     inputs = node_group(plan)["inputs"]
     assert inputs["scalingConfig"] == {"minSize": sizes["min_size"], "maxSize": sizes["max_size"], "desiredSize": sent}
     assert inputs["ignoreScalingChanges"] is False
@@ -456,7 +425,7 @@ def test_a_group_not_created_yet_in_a_deployed_cluster_starts_at_desired_size(
     monkeypatch.setitem(
         mocks.INVOKES, "aws:eks/getNodeGroups:getNodeGroups", lambda _: {"clusterName": LIVE_CLUSTER, "names": []}
     )
-    plan = run_snippet(tmp_path, live_program({"min_size": 0, "max_size": 4, "desired_size": 1}))
+    plan = run_snippet(tmp_path, program(GPU, "g6e", {**GROUPS["g6e"][1], "desired_size": 1}, live=LIVE_CLUSTER))
     assert node_group(plan)["inputs"]["scalingConfig"]["desiredSize"] == 1
     assert "aws:eks/getNodeGroup:getNodeGroup" not in calls
 
