@@ -42,6 +42,7 @@ def region(name: str, index: int, endpoints: int = 0) -> dict[str, Any]:
     large enough for ``endpoints`` endpoints."""
     return {
         "kubernetes_version": "1.34",
+        "cluster_access": {"public_access_cidrs": ["203.0.113.0/24"]},  # the runner's egress
         "vpc": {"cidr": f"10.{20 + index}.0.0/16", "availability_zones": [f"{name}a", f"{name}b"]},
         "node_groups": {
             "system": {
@@ -102,13 +103,7 @@ def mode_counts(endpoints: int, mix: Sequence[Mode] = MODES) -> dict[Mode, int]:
 
 def write_stack_file(path: Path, config: dict[str, Any]) -> Path:
     """Write ``config`` as a stack file, the way ``fleetctl plan --stack-file`` reads one."""
-    first_region = next(iter(config["regions"]))
-    document = {
-        "config": {
-            "aws:region": first_region,
-            **{f"{NAMESPACE}:{key}": value for key, value in config.items()},
-        }
-    }
+    document = {"config": {f"{NAMESPACE}:{key}": value for key, value in config.items()}}
     path.parent.mkdir(parents=True, exist_ok=True)
     yaml = YAML(typ="safe", pure=True)
     yaml.default_flow_style = False

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 
 from components import naming
+from components.platform.cluster import KubeconfigCredentials
 from components.platform.global_front import ACCELERATOR, GlobalFrontArgs, GlobalFrontDoor, RegionFront, global_address
 from components.platform.identity import KvEndpoint
 from components.platform.regional import RegionalPlatform, RegionalPlatformArgs
@@ -30,6 +31,9 @@ class FleetArgs:
     """The provider of the global front door (Global Accelerator's API region), when it is enabled."""
     secret_values: SecretValues | None = None
     """``inference-fleet:secrets``, a secret Output (``spec.secrets`` names what it holds)."""
+    credentials: KubeconfigCredentials = field(default_factory=lambda: KubeconfigCredentials())
+    """The profile and role the kubeconfigs' ``aws eks get-token`` uses: the providers' own
+    (aws:profile, aws:assumeRoles)."""
 
 
 class Fleet(pulumi.ComponentResource):
@@ -65,6 +69,7 @@ class Fleet(pulumi.ComponentResource):
                     model_sources=model_sources_in(spec, region),
                     kv_endpoints=kv_endpoints_in(spec, region),
                     leader_worker_sets=spans_nodes_in(spec, region),
+                    credentials=args.credentials,
                 ),
                 pulumi.ResourceOptions(
                     parent=self,

@@ -121,7 +121,14 @@ def _existing_eks_cluster(args: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _no_clusters(_: Mapping[str, Any]) -> dict[str, Any]:
+    """An offline plan is a first deploy: no EKS cluster exists yet, so nothing live is read
+    (components/platform/live.py) and node groups take their desired_size from the stack file."""
+    return {"names": [], "id": "offline"}
+
+
 INVOKES: dict[str, Handler] = {
+    "aws:eks/getClusters:getClusters": _no_clusters,
     "aws:index/getCallerIdentity:getCallerIdentity": _caller_identity,
     "aws:eks/getCluster:getCluster": _existing_eks_cluster,
     "aws:lb/getLoadBalancer:getLoadBalancer": _load_balancer,

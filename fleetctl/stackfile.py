@@ -16,6 +16,7 @@ from ruamel.yaml import YAML
 from ruamel.yaml.error import MarkedYAMLError, YAMLError
 from ruamel.yaml.events import AliasEvent, MappingEndEvent, MappingStartEvent, SequenceEndEvent, SequenceStartEvent
 
+from components.aws_config import aws_settings
 from components.spec import NAMESPACE, StackSpec
 from components.spec.errors import Problem, ProblemsError, SpecError, dotted
 from components.spec.secrets import SECRETS_KEY, plaintext_paths, redacted, set_command, stand_ins
@@ -184,6 +185,7 @@ def _from_document(path: Path, document: Any) -> StackFile:
         engine[full_key] = value if isinstance(value, str) else json.dumps(value, default=str)
     keys = [str(key) for key in config]
     problems += foreign_key_problems(keys)
+    problems += aws_settings(engine)[1]
     missing = missing_keys_problem(keys, where)
     if missing is not None:
         problems.append(missing)

@@ -311,6 +311,42 @@ def no_wildcard_s3_objects(resources: Sequence[Resource]) -> Iterable[tuple[str,
                     yield policy.urn, f"policy {policy.name!r} grants S3 object actions on {target!r}"
 
 
+# Kubernetes versions.
+
+EKS_CLUSTER = "eks:index:Cluster"
+MANAGED_NODE_GROUP = "eks:index:ManagedNodeGroup"
+
+
+def _minor(version: Any) -> tuple[int, int] | None:
+    major, _, minor = str(version).partition(".")
+    return (int(major), int(minor)) if major.isdigit() and minor.isdigit() else None
+
+
+def _reference(value: Any) -> str | None:
+    """A resource reference as a plan records it (the URN) or as CrossGuard hands it (a mapping with ``urn``)."""
+    if isinstance(value, Mapping):
+        value = value.get("urn")
+    return value if isinstance(value, str) else None
+
+
+def node_groups_follow_their_cluster(resources: Sequence[Resource]) -> Iterable[tuple[str, str]]:
+    """A managed node group's kubelets may lag the control plane but never lead it (Kubernetes version
+    skew policy: the kubelet must not be newer than kube-apiserver); EKS refuses such a node group
+    version ("Update a managed node group for your cluster": nodes up to the cluster's version)."""
+    clusters = {resource.urn: resource for resource in _of_type(resources, EKS_CLUSTER)}
+    for group in _of_type(resources, MANAGED_NODE_GROUP):
+        cluster = clusters.get(_reference(group.props.get("cluster")) or "")
+        if cluster is None:
+            continue
+        ours, theirs = _minor(group.props.get("version")), _minor(cluster.props.get("version"))
+        if ours is not None and theirs is not None and ours > theirs:
+            yield (
+                group.urn,
+                f"node group {group.name} runs Kubernetes {group.props.get('version')}, ahead of its cluster's "
+                f"{cluster.props.get('version')}: upgrade the control plane first",
+            )
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "private-encrypted-buckets",
@@ -337,6 +373,11 @@ RULES: tuple[Rule, ...] = (
     ),
     Rule(
         "no-wildcard-s3-objects", "IAM policies grant S3 object actions only on named buckets.", no_wildcard_s3_objects
+    ),
+    Rule(
+        "node-groups-follow-their-cluster",
+        "No managed node group runs a Kubernetes version ahead of its cluster's control plane.",
+        node_groups_follow_their_cluster,
     ),
 )
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
@@ -13,6 +13,7 @@ import pulumi_eks as eks
 import pulumi_kubernetes as k8s
 
 from components import naming
+from components.platform.live import LiveCluster
 from components.spec.region import ClusterAccess
 
 # Every control-plane log stream, to CloudWatch.
@@ -34,6 +35,19 @@ ACCESS_ENTRY_TYPE = "aws:eks/accessEntry:AccessEntry"
 
 
 @dataclass(frozen=True)
+class KubeconfigCredentials:
+    """The AWS identity the kubeconfig's ``aws eks get-token`` runs as: the AWS providers' profile and
+    assumed role (aws:profile, aws:assumeRoles), so that the Kubernetes API sees the principal that
+    created the cluster, which EKS makes its admin (bootstrapClusterCreatorAdminPermissions)."""
+
+    profile: str | None = None
+    role_arn: str | None = None
+
+    def options(self) -> eks.KubeconfigOptionsArgs:
+        return eks.KubeconfigOptionsArgs(profile_name=self.profile, role_arn=self.role_arn)
+
+
+@dataclass(frozen=True)
 class EksClusterArgs:
     stack: str
     region: str
@@ -43,6 +57,7 @@ class EksClusterArgs:
     public_subnet_ids: pulumi.Input[Sequence[str]]
     protect: bool
     access: ClusterAccess
+    credentials: KubeconfigCredentials = field(default_factory=lambda: KubeconfigCredentials())
 
 
 def ec2_trust_policy() -> dict[str, Any]:
@@ -71,6 +86,15 @@ def kubernetes_provider(
     )
 
 
+HTTPS_PORT = 443
+"""The port EKS's API endpoint answers on."""
+
+
+def cidr_label(cidr: str) -> str:
+    """``10.0.0.0/8`` -> ``10-0-0-0-8``: a CIDR as a part of a Pulumi name."""
+    return cidr.replace(".", "-").replace("/", "-")
+
+
 def server_of(kubeconfig: Any) -> str:
     """The API server URL written in a kubeconfig object."""
     return str(kubeconfig["clusters"][0]["cluster"]["server"])
@@ -89,6 +113,8 @@ class EksCluster(pulumi.ComponentResource):
     cluster_security_group_id: pulumi.Output[str]
     kubernetes: k8s.Provider
     """The provider every Kubernetes object of the region is registered with."""
+    live: LiveCluster
+    """What EKS reports about the deployed cluster (its version, its node groups' sizes)."""
 
     def __init__(self, name: str, args: EksClusterArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:platform:EksCluster", name, None, opts)
@@ -112,10 +138,13 @@ class EksCluster(pulumi.ComponentResource):
             )
 
         eks_name = naming.platform_name(region, "eks")
+        self.live = LiveCluster(self.name, self)
         self.cluster = eks.Cluster(
             eks_name,
             name=self.name,
-            version=args.kubernetes_version,
+            # Refused here, at preview, when the deployed control plane is more than one minor behind
+            # (or ahead): EKS would reject the update after the run had changed everything before it.
+            version=self.live.version_to_deploy(args.kubernetes_version),
             vpc_id=args.vpc_id,
             private_subnet_ids=args.private_subnet_ids,
             public_subnet_ids=args.public_subnet_ids,
@@ -140,8 +169,9 @@ class EksCluster(pulumi.ComponentResource):
             # The VPC CNI's network policy agent enforces the NetworkPolicies of Mooncake endpoints.
             vpc_cni_options=eks.VpcCniOptionsArgs(enable_network_policy=True),
             deletion_protection=args.protect,
-            # The kubeconfig runs `aws eks get-token` with the deployer's default credentials.
-            provider_credential_opts=eks.KubeconfigOptionsArgs(),
+            # The kubeconfig runs `aws eks get-token` as the providers do: the deployer's credentials,
+            # with aws:profile and the role of aws:assumeRoles when the stack file sets them.
+            provider_credential_opts=args.credentials.options(),
             opts=pulumi.ResourceOptions(parent=self, protect=args.protect),
         )
         self.cluster_name = self.cluster.urn.apply(lambda _: self.name)
@@ -150,8 +180,29 @@ class EksCluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig_json)
         self.endpoint = self.cluster.kubeconfig.apply(server_of)
         self.cluster_security_group_id = self.cluster.cluster_security_group_id
+        self._private_api_access(region, args.access.private_access_cidrs)
         self.kubernetes = kubernetes_provider(region, self.kubeconfig, self)
         self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})
+
+    def _private_api_access(self, region: str, cidrs: Sequence[str]) -> None:
+        """One HTTPS ingress rule on the EKS cluster security group per ``private_access_cidrs`` entry.
+
+        With ``skip_default_security_groups`` the cluster security group is the one EKS creates
+        (pulumi-eks: ``core.cluster.vpcConfig.clusterSecurityGroupId``), which admits only its own
+        members, the nodes; a runner on a connected network reaches the private endpoint only
+        through such a rule. Named by the CIDR, so adding or removing one never renames another.
+        """
+        for cidr in cidrs:
+            aws.vpc.SecurityGroupIngressRule(
+                naming.platform_name(region, "api-from", cidr_label(cidr)),
+                security_group_id=self.cluster_security_group_id,
+                cidr_ipv4=cidr,
+                ip_protocol="tcp",
+                from_port=HTTPS_PORT,
+                to_port=HTTPS_PORT,
+                description=f"Kubernetes API (private endpoint) from {cidr}",
+                opts=pulumi.ResourceOptions(parent=self),
+            )
 
     def _admin_access(self, region: str, principal_arn: str, eks_name: str) -> None:
         """A STANDARD access entry for ``principal_arn`` with cluster-admin over the whole cluster.

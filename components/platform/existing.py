@@ -5,23 +5,37 @@ by ``name``, from the endpoint and certificate EKS reports and a token from ``aw
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import pulumi
 import pulumi_aws as aws
 import pulumi_kubernetes as k8s
 
-from components.platform.cluster import kubernetes_provider
+from components.platform.cluster import KubeconfigCredentials, kubernetes_provider
 from components.spec.existing import ExistingCluster, read_kubeconfig
 
 EXEC_API_VERSION = "client.authentication.k8s.io/v1beta1"
 """What ``aws eks get-token`` prints (aws/aws-cli awscli/customizations/eks/get_token.py)."""
 
 
-def eks_kubeconfig(cluster_name: str, region: str, server: str, certificate_authority: str) -> dict[str, Any]:
-    """A kubeconfig for an EKS cluster whose token ``aws eks get-token`` makes with the deployer's
-    default AWS credentials, as pulumi-eks writes one (nodejs/eks/cluster/cluster.ts generateKubeconfig)."""
+def eks_kubeconfig(
+    cluster_name: str,
+    region: str,
+    server: str,
+    certificate_authority: str,
+    credentials: KubeconfigCredentials | None = None,
+) -> dict[str, Any]:
+    """A kubeconfig for an EKS cluster whose token ``aws eks get-token`` makes as the AWS providers do
+    (their profile and assumed role, else the deployer's default credentials), as pulumi-eks writes one
+    (nodejs/eks/cluster/cluster.ts generateKubeconfig: ``--role-arn`` and ``AWS_PROFILE``)."""
+    credentials = credentials or KubeconfigCredentials()
+    token_args = ["eks", "get-token", "--cluster-name", cluster_name, "--region", region, "--output", "json"]
+    if credentials.role_arn is not None:
+        token_args += ["--role-arn", credentials.role_arn]
+    token_exec: dict[str, Any] = {"apiVersion": EXEC_API_VERSION, "command": "aws", "args": token_args}
+    if credentials.profile is not None:
+        token_exec["env"] = [{"name": "AWS_PROFILE", "value": credentials.profile}]
     return {
         "apiVersion": "v1",
         "kind": "Config",
@@ -30,27 +44,7 @@ def eks_kubeconfig(cluster_name: str, region: str, server: str, certificate_auth
         ],
         "contexts": [{"name": cluster_name, "context": {"cluster": cluster_name, "user": cluster_name}}],
         "current-context": cluster_name,
-        "users": [
-            {
-                "name": cluster_name,
-                "user": {
-                    "exec": {
-                        "apiVersion": EXEC_API_VERSION,
-                        "command": "aws",
-                        "args": [
-                            "eks",
-                            "get-token",
-                            "--cluster-name",
-                            cluster_name,
-                            "--region",
-                            region,
-                            "--output",
-                            "json",
-                        ],
-                    }
-                },
-            }
-        ],
+        "users": [{"name": cluster_name, "user": {"exec": token_exec}}],
     }
 
 
@@ -58,6 +52,7 @@ def eks_kubeconfig(cluster_name: str, region: str, server: str, certificate_auth
 class ExistingClusterConnectionArgs:
     region: str
     existing: ExistingCluster
+    credentials: KubeconfigCredentials = field(default_factory=KubeconfigCredentials)
 
 
 class ExistingClusterConnection(pulumi.ComponentResource):
@@ -88,7 +83,9 @@ class ExistingClusterConnection(pulumi.ComponentResource):
             cluster_name = existing.name
             text = cluster.apply(
                 lambda found: json.dumps(
-                    eks_kubeconfig(cluster_name, region, found.endpoint, found.certificate_authorities[0].data)
+                    eks_kubeconfig(
+                        cluster_name, region, found.endpoint, found.certificate_authorities[0].data, args.credentials
+                    )
                 )
             )
             context = None

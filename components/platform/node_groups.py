@@ -28,6 +28,7 @@ from components.platform.autoscaler import (
     node_template_tags,
 )
 from components.platform.efa import check_instance_facts, efa_network_interfaces
+from components.platform.live import LiveCluster, clamped_desired_size
 from components.platform.user_data import node_user_data
 from components.scheduling import eks_capacity_type
 from components.spec.region import NodeGroup
@@ -79,6 +80,8 @@ class NodeGroupArgs:
     """The EKS-created cluster security group; EFA interfaces must carry it themselves."""
     kubernetes_version: str
     """The cluster's version: nodes follow the control plane when it changes (docs/upgrades.md)."""
+    live: LiveCluster | None = None
+    """The deployed cluster, whose groups' live sizes an update keeps; None: sizes from the spec."""
 
 
 # Pure helpers.
@@ -211,12 +214,12 @@ def _managed_node_group(
         scaling_config=aws.eks.NodeGroupScalingConfigArgs(
             min_size=spec.created_size("min_size"),
             max_size=spec.max_size,
-            desired_size=spec.created_size("desired_size"),
+            desired_size=_desired_size(parent, args, aws_name),
         ),
-        # Cluster Autoscaler owns the desired size once the group exists: pulumi-eks then creates
-        # its aws.eks.NodeGroup with ignoreChanges ["scalingConfig.desiredSize"] (same file and
-        # tags), so desired_size is the size at creation and min/max stay Pulumi's.
-        ignore_scaling_changes=True,
+        # Cluster Autoscaler owns the desired size once the group exists, and an update of min/max
+        # sends the desired size too: the live one, read when the program runs (components/platform/
+        # live.py). ignoreScalingChanges would send the state's stale size instead, so it is off.
+        ignore_scaling_changes=False,
         labels=node_labels(args.group_name, spec, args.facts),
         taints=[
             aws.eks.NodeGroupTaintArgs(key=taint.key, value=taint.value, effect=taint.eks_effect)
@@ -232,6 +235,17 @@ def _managed_node_group(
     # The AWS name is the one we set; deriving it from the group's URN makes
     # whoever uses it (add-ons that need nodes) wait for the node group.
     return group.urn.apply(lambda _: aws_name)
+
+
+def _desired_size(parent: pulumi.Resource, args: NodeGroupArgs, aws_name: str) -> pulumi.Input[int]:
+    """The size at creation for a new group; for a deployed one its live size within [min, max]."""
+    spec = args.spec
+    min_size, desired_size = spec.created_size("min_size"), spec.created_size("desired_size")
+    if args.live is None:
+        return desired_size
+    return args.live.desired_size(aws_name, parent).apply(
+        lambda live: clamped_desired_size(live, min_size, spec.max_size, desired_size)
+    )
 
 
 def _scale_from_zero_tags(parent: pulumi.Resource, args: NodeGroupArgs, group: eks.ManagedNodeGroup) -> None:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -11,7 +11,7 @@ from components import naming
 from components.catalog import InstanceType, instance_catalog
 from components.platform.addons import EKS_ADDON_FIELDS, ClusterAddons, ClusterAddonsArgs
 from components.platform.autoscaler import ClusterAutoscaler, ClusterAutoscalerArgs
-from components.platform.cluster import EksCluster, EksClusterArgs
+from components.platform.cluster import EksCluster, EksClusterArgs, KubeconfigCredentials
 from components.platform.cold_tier import ColdTier, ColdTierArgs, ColdTierBucket, NamedBucket
 from components.platform.existing import ExistingClusterConnection, ExistingClusterConnectionArgs
 from components.platform.identity import KvEndpoint, WorkloadIdentity, WorkloadIdentityArgs
@@ -37,6 +37,8 @@ class RegionalPlatformArgs:
     """Endpoints of the region that write its cold tier, each with an IAM role of its own."""
     leader_worker_sets: bool = False
     """An endpoint of the region has a Mooncake role spanning nodes: LeaderWorkerSet's controller runs."""
+    credentials: KubeconfigCredentials = field(default_factory=lambda: KubeconfigCredentials())
+    """What the region's kubeconfig authenticates with (the AWS providers' profile and role)."""
 
 
 class RegionalPlatform(pulumi.ComponentResource):
@@ -78,7 +80,7 @@ class RegionalPlatform(pulumi.ComponentResource):
         if spec.existing_cluster is None:
             groups, vpc_id = self._create_cluster(args, facts)
         else:
-            groups, vpc_id = {}, self._connect(region, spec.existing_cluster)
+            groups, vpc_id = {}, self._connect(region, spec.existing_cluster, args.credentials)
         self.vpc_id = vpc_id
         self.node_group_names = {group_name: group.node_group_name for group_name, group in groups.items()}
 
@@ -230,6 +232,7 @@ class RegionalPlatform(pulumi.ComponentResource):
                 public_subnet_ids=network.public_subnet_ids,
                 protect=spec.protect,
                 access=spec.cluster_access,
+                credentials=args.credentials,
             ),
             child,
         )
@@ -250,18 +253,21 @@ class RegionalPlatform(pulumi.ComponentResource):
                 subnet_ids=network.private_subnet_ids,
                 cluster_security_group_id=self.cluster.cluster_security_group_id,
                 kubernetes_version=spec.kubernetes_version,
+                live=self.cluster.live,
             )
             component = EfaNodeGroup if group.efa else GpuNodeGroup
             groups[group_name] = component(naming.platform_name(region, "nodes", group_name), group_args, child)
         return groups, network.vpc_id
 
-    def _connect(self, region: str, existing: ExistingCluster) -> pulumi.Output[str] | None:
+    def _connect(
+        self, region: str, existing: ExistingCluster, credentials: KubeconfigCredentials
+    ) -> pulumi.Output[str] | None:
         """The connection to an existing cluster; its VPC's id where EKS reports one."""
         child = pulumi.ResourceOptions(parent=self)
         self.cluster = None
         connection = ExistingClusterConnection(
             naming.platform_name(region, "cluster"),
-            ExistingClusterConnectionArgs(region=region, existing=existing),
+            ExistingClusterConnectionArgs(region=region, existing=existing, credentials=credentials),
             child,
         )
         self.kubernetes = connection.kubernetes

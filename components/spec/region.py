@@ -322,6 +322,18 @@ class ClusterAccess(SpecModel):
         "answers only inside the VPC and networks connected to it.",
         default=(),
     )
+    private_access_cidrs: tuple[Cidr, ...] = items(
+        "IPv4 CIDRs of networks connected to the VPC (a VPN, a peered or transit-gateway VPC, Direct Connect, "
+        "or the VPC's own subnets where a runner runs) that may reach the private API endpoint: each becomes an "
+        "HTTPS (443) ingress rule on the EKS cluster security group, which otherwise admits only the cluster's "
+        "own nodes. A region without public_access_cidrs needs them and an existing vpc.id (docs/cluster-access.md).",
+        default=(),
+    )
+
+    @property
+    def private_only(self) -> bool:
+        """No public endpoint: the API answers only to the VPC and the networks connected to it."""
+        return not self.public_access_cidrs
 
     def _rules(self) -> Iterator[PydanticCustomError]:
         # IAM names are unique in an account whatever their case or path: one entry per principal.
@@ -336,14 +348,16 @@ class ClusterAccess(SpecModel):
                     value=arn,
                 )
             seen.add(key)
-        for index, cidr in enumerate(self.public_access_cidrs):
-            if cidr in self.public_access_cidrs[:index]:
-                yield fail(
-                    "cluster_access_repeat",
-                    "repeats {value!r}: list each CIDR once",
-                    at=f"public_access_cidrs[{index}]",
-                    value=cidr,
-                )
+        for key in ("public_access_cidrs", "private_access_cidrs"):
+            cidrs: tuple[str, ...] = getattr(self, key)
+            for index, cidr in enumerate(cidrs):
+                if cidr in cidrs[:index]:
+                    yield fail(
+                        "cluster_access_repeat",
+                        "repeats {value!r}: list each CIDR once",
+                        at=f"{key}[{index}]",
+                        value=cidr,
+                    )
 
 
 def _kubernetes_version(value: str) -> str:
@@ -402,6 +416,8 @@ class Region(SpecModel):
                 "use one, or existing_cluster to run on a cluster that exists",
                 at="vpc",
             )
+        else:
+            yield from api_path_problems(self.cluster_access, self.vpc)
         for name, group in self.node_groups.items():
             for size in ("min_size", "desired_size"):
                 if getattr(group, size) is None:
@@ -442,3 +458,40 @@ class Region(SpecModel):
         """Whether the program installs ``addon`` (a field of Addons): everywhere it creates the
         cluster, and with existing_cluster where the add-on is not present."""
         return self.existing_cluster is None or self.existing_cluster.addons.installs(addon)
+
+
+def api_path_problems(access: ClusterAccess, vpc: Vpc) -> Iterator[PydanticCustomError]:
+    """Whether the machine that runs `pulumi up` can reach the cluster's API on the first run.
+
+    The same run that creates the cluster creates its Kubernetes objects, through the API endpoint
+    (the kubeconfig's server). pulumi-eks waits for ``/healthz`` only when the endpoint is public
+    (pulumi/pulumi-eks nodejs/eks/cluster/cluster.ts createCore, ``!isDryRun() &&
+    args.endpointPublicAccess``, v4.3.0 and main at 7bf0c1b), and with ``skipDefaultSecurityGroups``
+    the only security group on the endpoint's interfaces is the one EKS creates, which admits only
+    itself (clusterSecurityGroupId falls back to ``cluster.vpcConfig.clusterSecurityGroupId``, same
+    file). So a private-only endpoint answers the runner only from a network already connected to
+    the VPC and listed in ``private_access_cidrs``; a VPC this stack creates is connected to nothing
+    when its cluster comes up.
+    """
+    if not access.private_only:
+        return
+    if vpc.creates:
+        yield fail(
+            "cluster_api_unreachable",
+            "is empty while the VPC is created by this stack: no network reaches a new VPC on the first "
+            "`pulumi up`, so its private-only API endpoint would answer no runner and every Kubernetes resource "
+            "would time out after the clusters and node groups exist. Set cluster_access.public_access_cidrs to "
+            "the runner's egress CIDRs, or use an existing VPC the runner's network reaches (vpc.id and "
+            "vpc.private_subnet_ids) and list that network in cluster_access.private_access_cidrs "
+            "(docs/cluster-access.md)",
+            at="cluster_access.public_access_cidrs",
+        )
+    elif not access.private_access_cidrs:
+        yield fail(
+            "cluster_api_unreachable",
+            "is empty and so is cluster_access.public_access_cidrs: the EKS cluster security group admits only the "
+            "cluster's own nodes, so no runner could reach the API. List the network `pulumi up` runs from "
+            "(the VPC's CIDR for a runner inside it, or the VPN or peered network's) in "
+            "cluster_access.private_access_cidrs, or set cluster_access.public_access_cidrs (docs/cluster-access.md)",
+            at="cluster_access.private_access_cidrs",
+        )

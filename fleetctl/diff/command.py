@@ -158,7 +158,7 @@ def _parser() -> argparse.ArgumentParser:
         usage="%(prog)s [--output {text,markdown,json}] [--stack-name NAME] (BASE HEAD | --base-ref GIT_REF HEAD)",
         description="Compare two offline plans: per region, what a stack edit creates, updates, replaces, deletes.",
         epilog="BASE and HEAD are plan directories (fleetctl plan --out) or stack files, planned on the fly. "
-        "Exit status: 0 no change, 2 changes, 1 error.",
+        "Exit status: 0 no change, 2 changes, 1 error (or a change AWS refuses: a Kubernetes minor jump).",
     )
     parser.add_argument("sides", nargs="+", metavar="SIDE", help="BASE HEAD, or HEAD alone with --base-ref")
     parser.add_argument(
@@ -212,4 +212,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     result = diff_plans(base.plan, head.plan)
     sys.stdout.write(RENDERERS[arguments.output](result, base.label, head.label))
+    if result.refusals:
+        for refusal in result.refusals:
+            print(f"error: {refusal}", file=sys.stderr)
+        return 1
     return 2 if result.changed else 0

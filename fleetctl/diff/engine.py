@@ -11,6 +11,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Final
 
 from components.spec.errors import dotted
+from fleetctl.diff.eks_changes import upgrade_refusals, with_scaling_notes
 from fleetctl.mocks import STACK_TYPE
 from fleetctl.plan import SECRET, region_of
 from fleetctl.replacements import (
@@ -134,6 +135,9 @@ class PlanDiff:
     resources: tuple[ResourceChange, ...]
     notes: tuple[str, ...] = ()
     """What the reader must know to read the diff (how resources were matched)."""
+    refusals: tuple[str, ...] = ()
+    """Changes AWS would refuse part-way through `pulumi up` (fleetctl/diff/eks_changes.py): the diff
+    is shown, and the command exits 1."""
 
     @property
     def changed(self) -> bool:
@@ -640,7 +644,8 @@ def diff_plans(base_plan: Mapping[str, Any], head_plan: Mapping[str, Any]) -> Pl
     results += [
         replace(_created_or_deleted(DELETE, base_by_urn[urn], base_by_urn), urn=originals.get(urn, urn)) for urn in gone
     ]
-    return PlanDiff(tuple(sorted(results, key=_order)), matched_by)
+    results = with_scaling_notes(results)
+    return PlanDiff(tuple(sorted(results, key=_order)), matched_by, upgrade_refusals(results))
 
 
 def _created_or_deleted(

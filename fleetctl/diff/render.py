@@ -66,6 +66,7 @@ def _loud_line(loud: Sequence[ResourceChange], shown: int = 5) -> str:
 
 def render_text(diff: PlanDiff, base_label: str, head_label: str) -> str:
     lines = [f"diff {base_label} -> {head_label}", *(f"note: {note}" for note in diff.notes)]
+    lines += [f"!! refused: {refusal}" for refusal in diff.refusals]
     if not diff.changed:
         lines.append("no changes")
         return "\n".join(lines) + "\n"
@@ -108,6 +109,7 @@ def _code(text: str) -> str:
 def render_markdown(diff: PlanDiff, base_label: str, head_label: str) -> str:
     lines = [f"### `fleetctl diff`: {_code(base_label)} → {_code(head_label)}", ""]
     lines += [*(f"> Note: {_cell(note)}" for note in diff.notes), *([""] if diff.notes else [])]
+    lines += [*(f"> **!! Refused:** {_cell(refusal)}" for refusal in diff.refusals), *([""] if diff.refusals else [])]
     if not diff.changed:
         lines.append("No changes.")
         return "\n".join(lines) + "\n"
@@ -179,6 +181,7 @@ def render_json(diff: PlanDiff, base_label: str, head_label: str) -> str:
         "head": head_label,
         "changed": diff.changed,
         "notes": list(diff.notes),
+        "refusals": list(diff.refusals),
         "summary": {**diff.counts(), "loud": len(diff.loud)},
         "regions": regions,
     }

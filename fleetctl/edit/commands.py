@@ -318,7 +318,10 @@ def _infrastructure_change(path: Path, edit: Edit) -> diff.PlanDiff:
         # The stack as it is: usually planned already (by fleetctl plan or the edit before), then read back.
         before = diff.plan_stack_file(parse_stack_bytes(path, edit.document.original), label, reuse=True)
         after = diff.plan_stack_file(parse_stack_bytes(path, edit.after), label)
-    return diff.diff_plans(before, after)
+    change = diff.diff_plans(before, after)
+    if change.refusals:
+        raise ProblemsError([Problem(label, refusal) for refusal in change.refusals])
+    return change
 
 
 def _refused(arguments: argparse.Namespace, path: Path | None, problems: Sequence[Problem]) -> int:

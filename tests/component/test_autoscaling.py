@@ -110,7 +110,9 @@ def test_every_node_group_runs_the_clusters_version_and_leaves_its_size_to_the_a
     assert len(groups) >= 2
     for group in groups:
         assert group["inputs"]["version"] == STACK_VERSION, group["name"]
-        assert group["inputs"]["ignoreScalingChanges"] is True, group["name"]
+        # Off: it made min/max edits send the stale size at creation; the program sends the live
+        # size instead, which offline (no cluster exists) is the stack file's desired_size.
+        assert group["inputs"]["ignoreScalingChanges"] is False, group["name"]
 
 
 def template_tags(plan: Plan, region: str, group: str) -> dict[str, str]:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from ruamel.yaml import YAML
 
+from components.platform.cluster import KubeconfigCredentials
 from components.platform.existing import eks_kubeconfig
 from fleetctl.cli import main
 from fleetctl.plan import SECRET, Plan, ProgramError, run_program
@@ -130,6 +131,18 @@ def test_the_eks_kubeconfig_runs_aws_eks_get_token_for_the_named_cluster() -> No
         "certificate-authority-data": "Q0E=",
     }
     assert json.loads(json.dumps(document)) == document
+
+
+def test_the_eks_kubeconfig_gets_its_token_as_the_aws_providers_profile_and_role() -> None:
+    """aws:profile and aws:assumeRoles reach the existing cluster's get-token as they reach a created
+    cluster's (pulumi-eks generateKubeconfig: ``--role-arn`` and ``AWS_PROFILE``)."""
+    role = "arn:aws:iam::123456789012:role/deployer"
+    credentials = KubeconfigCredentials(profile="fleet", role_arn=role)
+    exec_ = eks_kubeconfig("team-a", REGION, "https://example.eks.amazonaws.com", "Q0E=", credentials)["users"][0][
+        "user"
+    ]["exec"]
+    assert exec_["args"][-2:] == ["--role-arn", role]
+    assert exec_["env"] == [{"name": "AWS_PROFILE", "value": "fleet"}]
 
 
 # fleetctl on a stack whose region is an existing cluster.

@@ -17,6 +17,7 @@ config:
   inference-fleet:regions:
     us-east-1:
       vpc: {cidr: 10.0.0.0/16, availability_zones: [us-east-1a, us-east-1b]}
+      cluster_access: {public_access_cidrs: [203.0.113.0/24]}
       node_groups:
         system: {instance_types: [m7i.xlarge], min_size: 1, max_size: 2, desired_size: 1}
   inference-fleet:endpoints:
@@ -43,7 +44,7 @@ def test_validate_rejects_with_error_lines_on_stderr(tmp_path: Path, capsys: pyt
     out, err = capsys.readouterr()
     assert out == ""
     assert err.splitlines() == [
-        f"error: {stack}:9:62: endpoints.chat.mooncake.topology.decode: must be an integer in [1, 1000], "
+        f"error: {stack}:10:62: endpoints.chat.mooncake.topology.decode: must be an integer in [1, 1000], "
         "got True (a boolean)",
     ]
 
@@ -161,6 +162,7 @@ config:
   inference-fleet:regions:
     us-west-2:
       vpc: {cidr: 10.40.0.0/16, availability_zones: [us-west-2a, us-west-2b]}
+      cluster_access: {public_access_cidrs: [203.0.113.0/24]}
       node_groups:
         system: {instance_types: [m7i.xlarge], min_size: 2, max_size: 3, desired_size: 2}
         gpu: {instance_types: [g6e.12xlarge], min_size: 0, max_size: 4, desired_size: 1}
@@ -179,7 +181,7 @@ def test_validate_places_a_problem_at_its_line_and_column_and_suggests_the_key(
     stack.write_text(MISSPELLED_STACK)
     assert main(["validate", "--stack-file", str(stack)]) == 1
     assert capsys.readouterr().err.splitlines() == [
-        f"error: {stack}:12:7: endpoints.chat.nod_group: unknown key; did you mean 'node_group'?"
+        f"error: {stack}:13:7: endpoints.chat.nod_group: unknown key; did you mean 'node_group'?"
     ]
 
 

@@ -128,7 +128,7 @@ def test_a_refused_edit_with_json_output_prints_a_json_error_document(
             "path": "endpoints.chat-pd.mooncake.topology.prefill",
             "message": "must be an integer in [1, 1000], got 0 (a number)",
             "file": str(stack),
-            "line": 49,
+            "line": 48,
             "column": 20,
         }
     ]
@@ -329,7 +329,7 @@ def test_validate_with_json_output_lists_the_problems_on_stdout(
     [problem] = record["problems"]
     assert problem["path"] == "endpoints.assistant.replica"
     assert problem["message"] == "unknown key; did you mean 'replicas'?"
-    assert (problem["file"], problem["line"], problem["column"]) == (str(stack), 38, 7)
+    assert (problem["file"], problem["line"], problem["column"]) == (str(stack), 37, 7)
 
 
 def test_plan_with_json_output_counts_the_resources_and_names_the_files(

@@ -22,6 +22,7 @@ NEW_REGION = """\
       vpc:
         cidr: 10.50.0.0/16
         availability_zones: [eu-central-1a, eu-central-1b]
+      cluster_access: {public_access_cidrs: [203.0.113.0/24]}
       node_groups:
         system:
           instance_types: [m7i.xlarge]
@@ -161,6 +162,9 @@ def test_text_output_groups_by_region_with_a_verdict_per_kind(
         "us-west-2: 0 to create, 1 to update, 0 to replace, 0 to delete",
         "   ~ update  eks:index:ManagedNodeGroup  us-west-2-gpu  [in place]",
         "        scalingConfig.maxSize: 5 -> 6",
+        "        scaling: maxSize 5 -> 6: EKS receives min, max and desired together; desired is the group's live "
+        "size, read when `pulumi up` runs and kept within the new [minSize, maxSize], so running nodes stay unless "
+        "they lie outside the new bounds",
         "  verdicts:",
         "       eks:index:ManagedNodeGroup: in place (1 update)",
         "",

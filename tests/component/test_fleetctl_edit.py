@@ -36,15 +36,17 @@ MODEL = "Qwen/Qwen3-0.6B"
 TEAM_STACK = """\
 # Team stack: owned by inference-platform.
 config:
-  aws:region: us-east-1
+  aws:profile: inference-platform
   inference-fleet:regions:
     us-east-1:
       vpc: {cidr: 10.20.0.0/16, availability_zones: [us-east-1a, us-east-1b]}
+      cluster_access: {public_access_cidrs: [203.0.113.0/24]}
       node_groups:
         system: {instance_types: [m7i.xlarge], min_size: 2, max_size: 3, desired_size: 2}
         gpu: {instance_types: [g6e.12xlarge], min_size: 0, max_size: 4, desired_size: 1}
     eu-west-1:
       vpc: {cidr: 10.30.0.0/16, availability_zones: [eu-west-1a, eu-west-1b]}
+      cluster_access: {public_access_cidrs: [203.0.113.0/24]}
       node_groups:
         system: {instance_types: [m7i.xlarge], min_size: 2, max_size: 3, desired_size: 2}
         gpu: {instance_types: [g6e.12xlarge], min_size: 0, max_size: 4, desired_size: 1}
@@ -490,7 +492,7 @@ REFUSED = {
         "dev",
         ["topology", "set", "chat-pd", "--prefill", "0"],
         # Placed where the file on disk holds the count (the refused edit leaves it there).
-        "Pulumi.dev.yaml:49:20: endpoints.chat-pd.mooncake.topology.prefill: must be an integer in [1, 1000], "
+        "Pulumi.dev.yaml:48:20: endpoints.chat-pd.mooncake.topology.prefill: must be an integer in [1, 1000], "
         "got 0 (a number)",
     ),
     "topology over 1000": ("dev", ["topology", "set", "chat-pd", "--decode", "1001"], "in [1, 1000], got 1001"),

@@ -60,12 +60,15 @@ GROUPS: dict[str, tuple[str, dict[str, Any]]] = {
 EFA_GROUPS = [group for group, (component, _) in GROUPS.items() if component == EFA]
 
 
-def program(component: str, group: str, spec: Mapping[str, Any]) -> str:
+def program(component: str, group: str, spec: Mapping[str, Any], live: str | None = None) -> str:
+    """A node group of ``spec`` in cluster ``c``; with ``live``, the deployed cluster of that name is read."""
     full_spec = {"min_size": 0, "max_size": 4, "desired_size": 2, **spec}
+    live_arg = f"live=LiveCluster({live!r}, cluster)," if live is not None else ""
     return f"""
 import json
 import pulumi_eks as eks
 from components.catalog import instance_catalog
+from components.platform.live import LiveCluster
 from components.platform.node_groups import {component}, NodeGroupArgs
 from components.spec.region import NodeGroup
 
@@ -92,6 +95,7 @@ args = NodeGroupArgs(
     subnet_ids={PRIVATE_SUBNETS!r},
     cluster_security_group_id=cluster.cluster_security_group_id,
     kubernetes_version={KUBERNETES_VERSION!r},
+    {live_arg}
 )
 group = {component}("us-east-1-{group}", args, opts=pulumi.ResourceOptions(providers={{"aws": provider}}))
 pulumi.export("node_group_name", group.node_group_name)
@@ -359,13 +363,79 @@ def test_node_group_scaling_name_and_launch_template_version(plan_of: Callable[[
 def test_node_groups_run_the_clusters_version_and_leave_their_size_to_the_autoscaler(
     plan_of: Callable[[str], Plan], group: str
 ) -> None:
-    """pulumi-eks forwards ``version`` with a launch template and turns ``ignoreScalingChanges`` into
-    ``ignoreChanges: ["scalingConfig.desiredSize"]`` (pulumi/pulumi-eks nodejs/eks/nodes/nodegroup.ts,
-    createManagedNodeGroup, the same at v4.3.0 and at 7bf0c1b, the head of 2026-08-12; we pin 4.4.0)."""
+    """pulumi-eks forwards ``version`` with a launch template (pulumi/pulumi-eks nodejs/eks/nodes/nodegroup.ts,
+    createManagedNodeGroup, the same at v4.3.0 and at 7bf0c1b, the head of 2026-08-12; we pin 4.4.0). Its
+    ``ignoreScalingChanges`` is off: it would make the engine send the state's stale desired size with every
+    min/max edit (components/platform/live.py); a group that does not exist yet starts at desired_size."""
     inputs = node_group(plan_of(group))["inputs"]
     assert inputs["version"] == KUBERNETES_VERSION
-    assert inputs["ignoreScalingChanges"] is True
-    assert inputs["scalingConfig"]["desiredSize"] == 2
+    assert inputs["ignoreScalingChanges"] is False
+    assert inputs["scalingConfig"] == {"minSize": 0, "maxSize": 4, "desiredSize": 2}
+
+
+LIVE_CLUSTER = "inference-fleet-test-us-east-1"
+LIVE_GROUP = "inference-fleet-test-us-east-1-g6e"
+
+
+def deployed_group(monkeypatch: pytest.MonkeyPatch, desired: int) -> list[str]:
+    """Answer the live reads as EKS would for a deployed cluster whose group the autoscaler sized to
+    ``desired``; returns the invokes made, in order."""
+    calls: list[str] = []
+
+    def answer(token: str, result: dict[str, Any]) -> None:
+        def handler(arguments: Mapping[str, Any]) -> dict[str, Any]:
+            calls.append(token)
+            return result
+
+        monkeypatch.setitem(mocks.INVOKES, token, handler)
+
+    answer("aws:eks/getClusters:getClusters", {"names": ["another-cluster", LIVE_CLUSTER], "id": "us-east-1"})
+    answer("aws:eks/getCluster:getCluster", {"name": LIVE_CLUSTER, "version": KUBERNETES_VERSION})
+    answer("aws:eks/getNodeGroups:getNodeGroups", {"clusterName": LIVE_CLUSTER, "names": [LIVE_GROUP]})
+    answer(
+        "aws:eks/getNodeGroup:getNodeGroup",
+        {"nodeGroupName": LIVE_GROUP, "scalingConfigs": [{"desiredSize": desired, "minSize": 2, "maxSize": 9}]},
+    )
+    return calls
+
+
+@pytest.mark.parametrize(
+    ("sizes", "live", "sent"),
+    [
+        # max_size 9 -> 12 on a group Cluster Autoscaler grew to 9: it stays at 9 (the stale 2 would shrink it).
+        ({"min_size": 2, "max_size": 12, "desired_size": 2}, 9, 9),
+        # min_size 2 -> 4 over a live size of 2: 4, where the stale 2 fails "Minimum capacity can't be greater
+        # than desired size".
+        ({"min_size": 4, "max_size": 9, "desired_size": 4}, 2, 4),
+        # max_size 9 -> 6 over a live 9: EKS keeps desired within max, so 6.
+        ({"min_size": 2, "max_size": 6, "desired_size": 2}, 9, 6),
+    ],
+)
+def test_a_min_or_max_edit_sends_the_groups_live_size_kept_within_the_new_bounds(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, sizes: dict[str, int], live: int, sent: int
+) -> None:
+    """terraform-provider-aws resourceNodeGroupUpdate (internal/service/eks/node_group.go, the provider
+    pulumi-aws 7.51.1 bundles) sends the whole scaling config, desired size included
+    (expandNodegroupScalingConfig), in UpdateNodegroupConfig whenever any of it changes; with
+    ignoreChanges on desiredSize the engine would send the state's size at creation."""
+    calls = deployed_group(monkeypatch, live)
+    plan = run_snippet(tmp_path, program(GPU, "g6e", {**GROUPS["g6e"][1], **sizes}, live=LIVE_CLUSTER))
+    inputs = node_group(plan)["inputs"]
+    assert inputs["scalingConfig"] == {"minSize": sizes["min_size"], "maxSize": sizes["max_size"], "desiredSize": sent}
+    assert inputs["ignoreScalingChanges"] is False
+    assert "aws:eks/getNodeGroup:getNodeGroup" in calls
+
+
+def test_a_group_not_created_yet_in_a_deployed_cluster_starts_at_desired_size(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = deployed_group(monkeypatch, 7)
+    monkeypatch.setitem(
+        mocks.INVOKES, "aws:eks/getNodeGroups:getNodeGroups", lambda _: {"clusterName": LIVE_CLUSTER, "names": []}
+    )
+    plan = run_snippet(tmp_path, program(GPU, "g6e", {**GROUPS["g6e"][1], "desired_size": 1}, live=LIVE_CLUSTER))
+    assert node_group(plan)["inputs"]["scalingConfig"]["desiredSize"] == 1
+    assert "aws:eks/getNodeGroup:getNodeGroup" not in calls
 
 
 @pytest.mark.parametrize("group", list(GROUPS))

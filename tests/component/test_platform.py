@@ -223,6 +223,7 @@ EXISTING_VPC_STACK = """\
 config:
   inference-fleet:regions:
     us-east-2:
+      cluster_access: {private_access_cidrs: [10.8.0.0/16]}   # the runner's network, connected to the VPC
       vpc:
         id: vpc-0123456789abcdef0
         private_subnet_ids: [subnet-0123456789abcdef0, subnet-0123456789abcdef1]

@@ -47,11 +47,20 @@ def one(plan: Plan, resource_type: str, region: str, name: str | None = None) ->
     return found[0]
 
 
+RUNNER_NETWORK = "10.8.0.0/16"
+"""The network `pulumi up` runs from, connected to the stack's existing VPC (a VPN, a peered VPC)."""
+SG_RULE = "aws:vpc/securityGroupIngressRule:SecurityGroupIngressRule"
+
+
 def access_plan(directory: Path, access: str = "") -> Plan:
-    """A one-region stack (us-east-2, protected by default) whose region has ``access`` (YAML) as its cluster_access."""
+    """A one-region stack (us-east-2, protected by default, in an existing VPC) whose region has
+    ``access`` (YAML) as its cluster_access, plus RUNNER_NETWORK as its private_access_cidrs when
+    ``access`` names no CIDRs: validation asks for a path from the runner to the API."""
     directory.mkdir(parents=True, exist_ok=True)
     stack = directory / "Pulumi.access.yaml"
-    block = textwrap.indent(f"cluster_access:\n{textwrap.indent(access, '  ')}", " " * 6) if access else ""
+    if "access_cidrs" not in access:
+        access += f"private_access_cidrs: [{RUNNER_NETWORK}]\n"
+    block = textwrap.indent(f"cluster_access:\n{textwrap.indent(access, '  ')}", " " * 6)
     stack.write_text(STACK.format(access=block))
     return run_program(read_stack_file(stack))
 
@@ -124,7 +133,7 @@ def test_each_admin_gets_an_access_entry_and_a_cluster_admin_association_of_its_
     assert inputs["publicAccessCidrs"] == ["203.0.113.0/24", "198.51.100.7/32"]
 
 
-def test_without_admins_or_cidrs_the_endpoint_is_private_and_only_the_creator_is_admin(tmp_path: Path) -> None:
+def test_without_admins_or_public_cidrs_the_endpoint_is_private_and_only_the_creator_is_admin(tmp_path: Path) -> None:
     plan = access_plan(tmp_path)
     assert by_type(plan, ENTRY) == []
     assert by_type(plan, ASSOCIATION) == []
@@ -134,6 +143,35 @@ def test_without_admins_or_cidrs_the_endpoint_is_private_and_only_the_creator_is
     assert inputs["endpointPrivateAccess"] is True
     assert inputs["endpointPublicAccess"] is False
     assert "publicAccessCidrs" not in inputs
+
+
+def api_rules(plan: Plan, region: str = "us-east-2") -> dict[str, dict[str, Any]]:
+    by_urn = {resource["urn"]: resource for resource in plan.resources}
+    return {
+        rule["name"]: rule["inputs"]
+        for rule in by_type(plan, SG_RULE)
+        if region_of(rule, by_urn) == region and "-api-from-" in rule["name"]
+    }
+
+
+def test_each_private_access_cidr_opens_https_on_the_cluster_security_group(tmp_path: Path) -> None:
+    """The endpoint's interfaces carry only the security group EKS creates when pulumi-eks skips its
+    own (clusterSecurityGroupId = cluster.vpcConfig.clusterSecurityGroupId, nodejs/eks/cluster/cluster.ts
+    v4.3.0 and main at 7bf0c1b), and that group admits only its members: a runner on a connected
+    network gets in through one 443 rule per listed CIDR, named by the CIDR."""
+    plan = access_plan(tmp_path, f"private_access_cidrs: [{RUNNER_NETWORK}, 192.168.40.0/22]\n")
+    assert api_rules(plan) == {
+        f"us-east-2-api-from-{cidr.replace('.', '-').replace('/', '-')}": {
+            "securityGroupId": f"sg-offline-{CLUSTER}-cluster",
+            "cidrIpv4": cidr,
+            "ipProtocol": "tcp",
+            "fromPort": 443,
+            "toPort": 443,
+            "description": f"Kubernetes API (private endpoint) from {cidr}",
+        }
+        for cidr in (RUNNER_NETWORK, "192.168.40.0/22")
+    }
+    assert cluster_inputs(plan)["endpointPublicAccess"] is False
 
 
 def test_access_entries_are_children_of_the_eks_cluster_component_and_wait_for_the_cluster(tmp_path: Path) -> None:
@@ -166,9 +204,9 @@ def test_an_admins_entry_and_association_stay_the_same_when_others_come_and_go(t
 def test_the_cluster_admin_policy_carries_the_regions_partition(tmp_path: Path) -> None:
     stack = tmp_path / "Pulumi.cn.yaml"
     china_admin = "arn:aws-cn:iam::123456789012:role/inference-fleet-ci"
-    text = STACK.format(access=f"      cluster_access: {{admins: [{china_admin}]}}\n").replace(
-        "us-east-2", "cn-north-1"
-    )
+    text = STACK.format(
+        access=f"      cluster_access: {{admins: [{china_admin}], private_access_cidrs: [{RUNNER_NETWORK}]}}\n"
+    ).replace("us-east-2", "cn-north-1")
     stack.write_text(text)
     plan = run_program(read_stack_file(stack))
     ((entry, association),) = admin_access(plan, "cn-north-1").values()
@@ -178,7 +216,10 @@ def test_the_cluster_admin_policy_carries_the_regions_partition(tmp_path: Path) 
 
 
 @pytest.mark.parametrize("region", PROD_REGIONS)
-def test_prod_clusters_admit_the_ci_role_and_answer_only_inside_the_vpc(region: str) -> None:
+def test_prod_clusters_admit_the_ci_role_and_answer_the_ci_runners_and_the_connected_networks(region: str) -> None:
+    """Prod's VPCs are created by the stack, so the first `pulumi up` reaches each API through the
+    public endpoint, open to the CI runners' egress only; the VPN and peered networks get 443 on the
+    private endpoint once they are connected."""
     plan = example_plan("prod")
     access = admin_access(plan, region)
     assert {name: recorded(*resources) for name, resources in access.items()} == {
@@ -186,8 +227,9 @@ def test_prod_clusters_admit_the_ci_role_and_answer_only_inside_the_vpc(region: 
     }
     inputs = cluster_inputs(plan, region)
     assert "accessEntries" not in inputs
-    assert (inputs["endpointPrivateAccess"], inputs["endpointPublicAccess"]) == (True, False)
-    assert "publicAccessCidrs" not in inputs
+    assert (inputs["endpointPrivateAccess"], inputs["endpointPublicAccess"]) == (True, True)
+    assert inputs["publicAccessCidrs"] == ["192.0.2.0/28"]
+    assert [rule["cidrIpv4"] for rule in api_rules(plan, region).values()] == ["10.0.0.0/8"]
 
 
 @pytest.mark.parametrize("region", PROD_REGIONS)
@@ -271,3 +313,54 @@ def test_every_pod_identity_role_is_trusted_only_for_the_account_of_the_regions_
         assert statement["Principal"] == {"Service": "pods.eks.amazonaws.com"}, name
         assert statement["Action"] == ["sts:AssumeRole", "sts:TagSession"], name
         assert statement["Condition"] == {"StringEquals": {"aws:SourceAccount": OFFLINE_ACCOUNT_ID}}, name
+
+
+# The stack file's aws:* keys reach every provider the program builds (components/aws_config.py).
+
+DEPLOYER = "arn:aws:iam::123456789012:role/inference-fleet-deployer"
+
+
+def test_profile_assumed_role_and_allowed_accounts_reach_every_provider_and_kubeconfig(tmp_path: Path) -> None:
+    """An explicit provider ignores the stack's aws:* config, which configures only the default
+    provider; pulumi_aws 7.51.1 Provider takes profile, assume_roles and allowed_account_ids."""
+    stack = tmp_path / "Pulumi.access.yaml"
+    stack.write_text(
+        "config:\n"
+        "  aws:profile: fleet-deployer\n"
+        f"  aws:assumeRoles: [{{roleArn: {DEPLOYER}, sessionName: pulumi}}]\n"
+        "  aws:allowedAccountIds: ['123456789012']\n"
+        + STACK.format(access=f"      cluster_access: {{private_access_cidrs: [{RUNNER_NETWORK}]}}\n").removeprefix(
+            "config:\n"
+        )
+    )
+    plan = run_program(read_stack_file(stack))
+    providers = by_type(plan, "pulumi:providers:aws")
+    assert providers
+    for provider in providers:
+        inputs = provider["inputs"]
+        assert inputs["profile"] == "fleet-deployer", provider["name"]
+        assert json.loads(inputs["assumeRoles"]) == [{"roleArn": DEPLOYER, "sessionName": "pulumi"}]
+        assert json.loads(inputs["allowedAccountIds"]) == ["123456789012"]
+    assert cluster_inputs(plan)["providerCredentialOpts"] == {"profileName": "fleet-deployer", "roleArn": DEPLOYER}
+
+
+def test_a_control_plane_more_than_one_minor_behind_is_refused_before_anything_changes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """EKS moves a control plane one minor version per update ("Update existing cluster to new
+    Kubernetes version"): the program reads the deployed version and refuses 1.32 -> 1.34 itself."""
+    from fleetctl import mocks
+    from fleetctl.plan import ProgramError
+
+    monkeypatch.setitem(mocks.INVOKES, "aws:eks/getClusters:getClusters", lambda _: {"names": [CLUSTER]})
+    monkeypatch.setitem(mocks.INVOKES, "aws:eks/getCluster:getCluster", lambda _: {"name": CLUSTER, "version": "1.32"})
+    monkeypatch.setitem(mocks.INVOKES, "aws:eks/getNodeGroups:getNodeGroups", lambda _: {"names": []})
+    stack = tmp_path / "Pulumi.access.yaml"
+    stack.write_text(
+        STACK.format(access=f"      cluster_access: {{private_access_cidrs: [{RUNNER_NETWORK}]}}\n").replace(
+            "      vpc:\n", '      kubernetes_version: "1.34"\n      vpc:\n', 1
+        )
+    )
+    with pytest.raises(ProgramError) as refused:
+        run_program(read_stack_file(stack))
+    assert f"cluster {CLUSTER}: kubernetes_version 1.32 -> 1.34 skips 1.33" in str(refused.value)

@@ -26,6 +26,8 @@ IMAGE: Final = "vllm/vllm-openai:v0.33.0"
 MODEL: Final = "Qwen/Qwen3-8B"
 P5_GPUS: Final = 8
 GPU_GROUP_GPUS: Final = 4
+RUNNER_CIDR: Final = "203.0.113.0/24"
+"""The egress of the machine that runs `pulumi up` (TEST-NET-3, RFC 5737)."""
 
 
 class _Delete:
@@ -54,6 +56,8 @@ def region(overrides: Mapping[str, Any] | None = None, *, name: str = REGION) ->
     """A valid region named ``name`` (its zones follow the name), with ``overrides`` merged in."""
     base = {
         "kubernetes_version": "1.33",
+        # The runner's way to the API of a cluster in a VPC the stack creates (docs/cluster-access.md).
+        "cluster_access": {"public_access_cidrs": [RUNNER_CIDR]},
         "vpc": {"cidr": "10.20.0.0/16", "availability_zones": [f"{name}a", f"{name}b"]},
         "node_groups": {
             "system": {"instance_types": ["m7i.xlarge"], "min_size": 2, "max_size": 4, "desired_size": 2},
@@ -156,7 +160,8 @@ DEVICE_PLUGINS: Final = ("nvidia_device_plugin", "efa_device_plugin")
 def existing_region(
     cluster: Mapping[str, Any], overrides: Mapping[str, Any] | None = None, *, name: str = REGION
 ) -> dict[str, Any]:
-    """:func:`region` on an existing cluster (``cluster`` is its ``existing_cluster``): no VPC, the three
+    """:func:`region` on an existing cluster (``cluster`` is its ``existing_cluster``): no VPC or cluster
+    access (the cluster's own), the three
     groups described by a label ``role: <group>`` with no sizes but max_size, the device plugins present
     (their nodes carry none of the program's labels), and with kubeconfig every add-on present that the
     program installs through EKS."""
@@ -167,6 +172,7 @@ def existing_region(
     base = region(
         {
             "vpc": DELETE,
+            "cluster_access": DELETE,
             "existing_cluster": merged({"addons": addons}, cluster),
             "node_groups": {group: {**described, "labels": {"role": group}} for group in ("system", "p5", "gpu")},
         },

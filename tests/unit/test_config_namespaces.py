@@ -49,7 +49,7 @@ def test_other_projects_keys_and_ours_pass(key: str) -> None:
 
 
 def test_a_stack_file_with_none_of_our_keys_is_refused() -> None:
-    text = b"config:\n  aws:region: us-west-2\n  other:thing: 1\n"
+    text = b"config:\n  aws:profile: ops\n  other:thing: 1\n"
     with pytest.raises(StackFileError) as refused:
         parse_stack_bytes(Path("Pulumi.dev.yaml"), text)
     assert [str(problem) for problem in refused.value.problems] == [

@@ -210,7 +210,32 @@ def test_s3_object_grants_on_wildcard_buckets_fail(target: str) -> None:
     ]
 
 
+# Kubernetes versions.
+
+CLUSTER_URN = "urn:eks:index:Cluster::us-east-1-eks"
+
+
+def versions(cluster: str, group: str, reference: Any = CLUSTER_URN) -> list[Resource]:
+    return [
+        Resource(type="eks:index:Cluster", name="us-east-1-eks", urn=CLUSTER_URN, props={"version": cluster}),
+        resource("eks:index:ManagedNodeGroup", "us-east-1-gpu", {"version": group, "cluster": reference}),
+    ]
+
+
+@pytest.mark.parametrize(("cluster", "group"), [("1.35", "1.35"), ("1.35", "1.34"), ("1.36", "1.33")])
+def test_node_groups_at_or_behind_their_cluster_pass(cluster: str, group: str) -> None:
+    assert violations("node-groups-follow-their-cluster", versions(cluster, group)) == []
+
+
+@pytest.mark.parametrize("reference", [CLUSTER_URN, {"urn": CLUSTER_URN}])
+def test_a_node_group_ahead_of_its_control_plane_fails(reference: Any) -> None:
+    """The kubelet may never be newer than kube-apiserver (Kubernetes version skew policy)."""
+    assert violations("node-groups-follow-their-cluster", versions("1.34", "1.35", reference)) == [
+        "node group us-east-1-gpu runs Kubernetes 1.35, ahead of its cluster's 1.34: upgrade the control plane first"
+    ]
+
+
 def test_every_rule_has_a_unique_name_and_a_description() -> None:
     names = [rule.name for rule in RULES]
-    assert len(set(names)) == len(names) == 8
+    assert len(set(names)) == len(names) == 9
     assert all(rule.description.endswith(".") for rule in RULES)

@@ -12,7 +12,7 @@ from fleetctl.positions import locate
 STACK = """\
 # a comment line
 config:
-  aws:region: us-east-1
+  aws:profile: inference-platform
   inference-fleet:regions:
     us-east-1:
       vpc: {cidr: 10.0.0.0/16, availability_zones: [us-east-1a, us-east-1b]}

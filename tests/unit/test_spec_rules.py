@@ -17,11 +17,13 @@ from hypothesis import strategies as st
 from components.catalog import pins
 from components.naming import MAX_CANARY_ENDPOINT_NAME_LENGTH, MAX_ENDPOINT_NAME_LENGTH
 from components.spec import Endpoint, Problem, SpecError, StackSpec, parse_stack_config
+from components.spec.region import ClusterAccess
 
 from .stack_builders import (
     DELETE,
     IMAGE,
     REGION,
+    RUNNER_CIDR,
     classic_endpoint,
     mooncake_endpoint,
     region,
@@ -1196,8 +1198,57 @@ def test_accepts_an_existing_vpc_and_an_internet_facing_ingress_with_certificate
 
 
 def test_cluster_access_defaults_to_no_admins_and_no_public_endpoint() -> None:
-    access = parsed(with_region({})).regions[REGION].cluster_access
-    assert (access.admins, access.public_access_cidrs) == ((), ())
+    access = ClusterAccess.model_validate({})
+    assert (access.admins, access.public_access_cidrs, access.private_access_cidrs) == ((), (), ())
+    assert access.private_only
+
+
+EXISTING_VPC = {
+    "vpc": {
+        "cidr": DELETE,
+        "availability_zones": DELETE,
+        "id": "vpc-0123456789abcdef0",
+        "private_subnet_ids": ["subnet-0123456789abcdef0", "subnet-0123456789abcdef1"],
+    },
+    "node_groups": {"p5": {"availability_zone": DELETE, "efa": False, "hugepages_2mi": DELETE}},
+}
+
+
+def test_a_created_vpc_without_public_cidrs_leaves_the_runner_no_way_to_the_api() -> None:
+    """pulumi-eks polls /healthz only for a public endpoint (nodejs/eks/cluster/cluster.ts, ``!isDryRun() &&
+    args.endpointPublicAccess``, v4.3.0 and main at 7bf0c1b) and, with skipDefaultSecurityGroups, the endpoint
+    carries only the security group EKS creates, which admits its own members: a private-only endpoint in a VPC
+    the same run creates answers no runner, and every Kubernetes resource after the clusters times out. Refused
+    at validation, naming the keys that give a path; private CIDRs alone do not, on a VPC nothing reaches yet."""
+    for access in (
+        {"public_access_cidrs": DELETE},
+        {"public_access_cidrs": DELETE, "private_access_cidrs": ["10.0.0.0/8"]},
+    ):
+        problem = only_problem(with_region({"cluster_access": access}))
+        assert problem.path == f"regions.{REGION}.cluster_access.public_access_cidrs"
+        for key in ("cluster_access.public_access_cidrs", "vpc.id", "cluster_access.private_access_cidrs"):
+            assert key in problem.message
+
+
+def test_an_existing_vpc_without_public_cidrs_needs_the_runners_network_listed() -> None:
+    problem = only_problem(with_region(EXISTING_VPC | {"cluster_access": {"public_access_cidrs": DELETE}}))
+    assert problem.path == f"regions.{REGION}.cluster_access.private_access_cidrs"
+    assert "cluster_access.public_access_cidrs" in problem.message
+
+
+def test_either_path_to_the_api_validates() -> None:
+    private = EXISTING_VPC | {
+        "cluster_access": {"public_access_cidrs": DELETE, "private_access_cidrs": ["10.8.0.0/16"]}
+    }
+    assert parsed(with_region(private)).regions[REGION].cluster_access.private_only
+    public = parsed(with_region({})).regions[REGION].cluster_access
+    assert (public.private_only, public.public_access_cidrs) == (False, (RUNNER_CIDR,))
+
+
+def test_private_access_cidrs_are_canonical_and_listed_once() -> None:
+    access = {"private_access_cidrs": ["10.8.0.0/16", "10.8.0.0/16"]}
+    problem = only_problem(with_region({"cluster_access": access}))
+    assert problem.path == f"regions.{REGION}.cluster_access.private_access_cidrs[1]"
 
 
 def test_accepts_role_and_user_admins_with_paths_in_any_partition_and_canonical_cidrs() -> None:
