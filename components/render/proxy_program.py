@@ -7,10 +7,12 @@ from the endpoint's image. It needs only the standard library and aiohttp, which
 carries (vLLM's requirements/common.txt), as does SGLang's (its wheel requires aiohttp), and nothing
 in the Pulumi program imports it.
 
-A request: prefill on one prefill engine (``max_tokens`` 1, ``kv_transfer_params`` with
-``do_remote_decode`` and a transfer id), then decode through the decode Service with that
+A request: prefill on one prefill engine (``max_tokens`` 1, ``min_tokens`` 1, ``kv_transfer_params``
+with ``do_remote_decode`` and a transfer id), then decode through the decode Service with that
 engine's bootstrap address and engine id (``do_remote_prefill``), the decode's answer
-streamed back. The decoder pulls the KV from the very engine that prefilled it.
+streamed back. The decoder pulls the KV from the very engine that prefilled it. A prefill that
+finished other than at its length is the answer; ``n`` > 1 and prompt lists are refused 400
+(``unsplittable``); the rest of vLLM's client surface goes to decode as it came (``FORWARDED_PATHS``).
 
 Peers (docs/design.md, decision 16: every process survives its peers' restarts): every
 ``--refresh-seconds`` the prefill pods are the addresses the headless Service's name resolves
@@ -20,9 +22,11 @@ autoscaler adds or removes are found like any other. A pod takes requests while 
 engine a new id at every start, so the ids are read again at every refresh, and at once
 after a prefill or decode fails. ``/health`` is 200 only while at least one prefill engine
 and the decode Service answer (or only roles at zero are missing, below), so Kubernetes and the
-load balancer take a proxy that cannot serve out of rotation. Its body also says how many
-requests decode has answered through this process (``answered``), which ``fleetctl verify``
-reads to measure a canary set's share.
+load balancer take a proxy that cannot serve out of rotation; a peer whose probes time out serves
+as it did until ``--probe-misses`` in a row (``Silence``). Its body says how many engines serve, not
+where (the metrics port's ``/health`` names the pods and engine ids), and how many requests this
+process answered (``answered``), which ``fleetctl verify`` reads to measure a canary set's share.
+SIGTERM drains (``serve``).
 
 Scale to zero (docs/mooncake-proxy.md): the roles named by ``--scale-to-zero`` may have no pod
 at all, their autoscaler waking them on the requests this proxy counts. While every missing
@@ -72,6 +76,8 @@ CONCURRENT_PROBES = 64
 REQUEST_TIMEOUT = aiohttp.ClientTimeout(total=None, sock_connect=5)
 """A generation may take minutes; only connecting is bounded."""
 KEEPALIVE_TO_PEERS_SECONDS = 3.0
+RESENT_ON_CLOSED = 2
+"""How many times a request is sent again on another connection when its own was closed before any answer."""
 MAX_BODY_BYTES = 100 * 2**20
 """Long prompts and inline images exceed aiohttp's default limit of 1 MiB."""
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
@@ -317,6 +323,8 @@ class Peers(Watch):
         self.decode_up = False
         self.turn = itertools.count()
         self.probes = asyncio.Semaphore(CONCURRENT_PROBES)
+        self.draining: dict[str, list[Engine]] = {}
+        """Pods whose engines refused a request as a draining vLLM does, and those engines."""
 
     def prefill_url(self, host: str) -> str:
         return f"http://{host}:{self.arguments.prefill_port}"
@@ -377,6 +385,11 @@ class Peers(Watch):
         found = await asyncio.gather(*(self.probe(host) for host in hosts))
         engines = {}
         for host, listed in zip(hosts, found, strict=True):
+            if listed is not None and host in self.draining:
+                if listed == self.draining[host]:
+                    listed = []  # still the draining engines: their /health answers 200 to the end
+                else:
+                    del self.draining[host]
             was = self.engines.get(host, [])
             if self.heard(host, None if listed is None else bool(listed), bool(was)):
                 engines[host] = listed or was
@@ -387,6 +400,7 @@ class Peers(Watch):
                 LOG.info("prefill %s: %s", host, f"engines {ids}" if ids else "out of rotation")
         self.engines = engines
         self.silence.count = {peer: n for peer, n in self.silence.count.items() if peer in {*hosts, "decode"}}
+        self.draining = {host: engines for host, engines in self.draining.items() if host in hosts}
         self.known = True
 
     def pick(self, tried: set[str]) -> Engine | None:
@@ -397,6 +411,10 @@ class Peers(Watch):
         if not candidates:
             return None
         return candidates[next(self.turn) % len(candidates)]
+
+    def refused(self, host: str) -> None:
+        """The pod's engines refuse new requests (they drain): out of rotation while they run under these ids."""
+        self.draining[host] = self.engines.get(host, [])
 
     def suspect(self, host: str) -> None:
         """Out of rotation until a refresh finds it serving again, which starts now."""
@@ -465,6 +483,21 @@ class Front:
         raise NotImplementedError
 
 
+async def sent(session: aiohttp.ClientSession, method: str, url: str, **options: Any) -> aiohttp.ClientResponse:
+    """``session.request``, again on another connection when the one it took was closed under it before
+    any answer (``RESENT_ON_CLOSED`` times at most). A server that drains (uvicorn on SIGTERM, as vLLM
+    runs it) closes its idle keep-alive connections, and a request the pool had just put on one never
+    reached it; a timeout or an answer is never sent again."""
+    for attempt in range(RESENT_ON_CLOSED + 1):
+        try:
+            return await session.request(method, url, **options)
+        except (aiohttp.ServerDisconnectedError, aiohttp.ClientOSError) as closed:
+            if isinstance(closed, TimeoutError) or attempt == RESENT_ON_CLOSED:
+                raise
+            LOG.info("%s %s: connection closed before an answer (%s): sending it again", method, url, closed)
+    raise AssertionError("unreachable")
+
+
 def forwarded_headers(request: web.Request) -> list[tuple[str, str]]:
     """The client's headers but the hop-by-hop ones, and who the client is."""
     dropped = HOP_BY_HOP | connection_headers(request.headers)
@@ -478,7 +511,8 @@ async def forward(
     session: aiohttp.ClientSession, url: str, request: web.Request, headers: list[tuple[str, str]]
 ) -> aiohttp.ClientResponse:
     """``request`` as it came (method, query, body) to ``url``; raises what the session raises."""
-    return await session.request(
+    return await sent(
+        session,
         request.method,
         url,
         headers=headers,
@@ -533,12 +567,13 @@ def unsplittable(path: str, body: dict[str, Any]) -> str | None:
         return "use_beam_search is not supported on a split endpoint"
     if path == "/v1/completions":
         prompt, embeds = body.get("prompt"), body.get("prompt_embeds")
-        prompts = len(prompt) if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else 1
-        prompts = prompts if prompt not in (None, "") else 0
-        prompts += len(embeds) if isinstance(embeds, list) else 1 if embeds else 0
-        if prompts > 1:
-            field = "prompt" if isinstance(prompt, list) and prompts == len(prompt) else "prompt and prompt_embeds"
-            return f"{field} holds {prompts} prompts: a split endpoint answers one prompt per request"
+        texts = len(prompt) if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else 1
+        counts = {"prompt": texts if prompt not in (None, "") else 0}
+        counts["prompt_embeds"] = len(embeds) if isinstance(embeds, list) else 1 if embeds else 0
+        if (prompts := sum(counts.values())) > 1:
+            fields = " and ".join(name for name, count in counts.items() if count)
+            verb = "hold" if " and " in fields else "holds"
+            return f"{fields} {verb} {prompts} prompts: a split endpoint answers one prompt per request"
     return None
 
 
@@ -573,6 +608,15 @@ def finished_for_decode(answer: Any) -> bool:
     if not isinstance(choices, list) or not choices:
         return True  # not a completion we can read: decode answers (and says what went wrong)
     return all(isinstance(c, dict) and c.get("finish_reason") == PREFILL_FINISHED_FOR_DECODE for c in choices)
+
+
+def refused_by_engine(answer: Any) -> bool:
+    """Whether the engine finished the request without running it: "abort" (a draining vLLM refuses every
+    new request so: v1/engine/core.py ``_reject_add_in_shutdown``, while its server still accepts and its
+    /health answers 200: entrypoints/launchers/launcher.py) or "error". Another pod may run it."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    finished = {c.get("finish_reason") for c in choices if isinstance(c, dict)} if isinstance(choices, list) else set()
+    return bool(finished & {"abort", "error"})
 
 
 def as_events(path: str, answer: dict[str, Any], body: dict[str, Any]) -> bytes:
@@ -653,8 +697,8 @@ class Proxy(Front):
             }
             url = f"{self.decode}{request.path}"
             try:
-                answer = await self.session.post(
-                    url, json=payload, headers=self.headers(request_id), timeout=REQUEST_TIMEOUT
+                answer = await sent(
+                    self.session, "POST", url, json=payload, headers=self.headers(request_id), timeout=REQUEST_TIMEOUT
                 )
             except (TimeoutError, aiohttp.ClientError) as failure:
                 return self.decode_unreachable(failure)
@@ -706,16 +750,22 @@ class Proxy(Front):
             headers = {**self.headers(request_id), "X-data-parallel-rank": str(engine.rank)}
             url = f"{self.peers.prefill_url(engine.host)}{path}"
             try:
-                async with self.session.post(url, json=payload, headers=headers, timeout=REQUEST_TIMEOUT) as answer:
+                answer = await sent(self.session, "POST", url, json=payload, headers=headers, timeout=REQUEST_TIMEOUT)
+                async with answer:
                     content = await answer.read()
                     if answer.status < 400:
                         try:
-                            return engine, json.loads(content)
+                            prefilled = json.loads(content)
                         except ValueError:
-                            return engine, {}
-                    if answer.status < 500:  # the request itself: no other prefill pod would take it
+                            prefilled = {}
+                        if not refused_by_engine(prefilled):
+                            return engine, prefilled
+                        reason = "its engine refused the request (draining)"
+                        self.peers.refused(engine.host)
+                    elif answer.status < 500:  # the request itself: no other prefill pod would take it
                         return web.Response(status=answer.status, body=content, content_type=answer.content_type)
-                    reason = f"answered {answer.status}"
+                    else:
+                        reason = f"answered {answer.status}"
             except (TimeoutError, aiohttp.ClientError) as failure:
                 reason = str(failure) or type(failure).__name__
             LOG.warning("prefill %s failed (%s): taken out of rotation", engine.host, reason)

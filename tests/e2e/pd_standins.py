@@ -32,10 +32,13 @@ the first fails. Both stand-ins serve the routes the proxy forwards unsplit: ``G
 them (serve/middleware/authenticate.py, ``GUARDED_PREFIX``).
 
 SIGUSR2 toggles a stalled ``/health`` (it answers after ``STALL_SECONDS``: a saturated server) while
-completions are served as before. SIGTERM drains as vLLM does with ``--shutdown-timeout``: the API
-server stops accepting, the requests in flight finish, and a prefill keeps its bootstrap server and
-side channel until the KV of its finished requests is pulled (the engine keeps stepping while it has
-finished requests: v1/engine/core.py), then the process exits.
+completions are served as before. SIGTERM drains as vLLM 0.33.0 does with ``--shutdown-timeout``
+(entrypoints/launchers/launcher.py ``handle_shutdown``: the engine client drains first, the HTTP server
+stops only after): the server goes on accepting and ``/health`` on answering 200 (the engine is alive),
+but the engine refuses every new request (v1/engine/core.py ``_reject_add_in_shutdown``: finished
+``FinishReason.ABORT``, answered 200 with finish_reason "abort"); the requests in flight finish, a
+prefill keeps its bootstrap server and side channel until the KV of its finished requests is pulled
+(the engine steps while it has them), then every connection closes and the process exits.
 
 A streamed decode whose prompt is ``HOLD_PROMPT`` sends its first event, then holds the stream
 open (an SSE comment every 100 ms, up to ``HOLD_SECONDS``) until the proxy goes away: a long
@@ -71,6 +74,8 @@ STALL_SECONDS = 3.0
 """Longer than the proxy's 2 s probe timeout."""
 KEEP_KV_SECONDS = 10.0
 """How long a draining prefill waits for its KV to be pulled (vLLM: VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT)."""
+DRAIN_SECONDS = 1.0
+"""A drain lasts at least this long: some generation is always in flight on a busy server."""
 STATE = {"stalled": False, "draining": False, "in_flight": 0}
 STATE_LOCK = threading.Lock()
 
@@ -106,6 +111,23 @@ class Handler(BaseHTTPRequestHandler):
         """vLLM's ErrorResponse (entrypoints/serve/engine/protocol.py)."""
         kind = "BadRequestError" if status == 400 else "InternalServerError"
         self.send_json(status, {"error": {"message": message, "type": kind, "param": None, "code": status}})
+
+
+def aborted(handler: Handler, body: dict[str, Any], chat: bool) -> bool:
+    """While draining: the engine refused the request (its answer says so, as vLLM's does); else False."""
+    if not STATE["draining"]:
+        return False
+    if not body.get("stream"):
+        handler.send_json(200, answer(body, "", "abort", chat))
+        return True
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    chunk = {"model": body.get("model"), "choices": [{"index": 0, "text": "", "finish_reason": "abort"}]}
+    handler.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+    handler.close_connection = True
+    return True
 
 
 def sampling_error(body: dict[str, Any]) -> str | None:
@@ -204,6 +226,8 @@ class VllmServer(Handler):
             return None
         if failure := sampling_error(body):
             self.vllm_error(400, failure)
+            return None
+        if aborted(self, body, self.path == "/v1/chat/completions"):
             return None
         return body
 
@@ -367,10 +391,10 @@ def toggle_stall(*_: Any) -> None:
     STATE["stalled"] = not STATE["stalled"]
 
 
-def drain(api: ThreadingHTTPServer, prefill: Prefill | None) -> None:
-    """vLLM's drain: no new connection; the requests in flight finish; a prefill's KV is pulled."""
-    api.shutdown()
-    api.socket.close()
+def drain(prefill: Prefill | None) -> None:
+    """vLLM's drain (STATE["draining"] set: new requests refused): the requests in flight finish and a
+    prefill's KV is pulled; then the process exits, closing every connection."""
+    time.sleep(DRAIN_SECONDS)  # a generation of another client's in flight, and one that had come before
     while STATE["in_flight"] > 0:
         time.sleep(0.02)
     deadline = time.monotonic() + KEEP_KV_SECONDS
@@ -395,7 +419,7 @@ def main() -> None:
         serve(side)
         serve(ThreadingHTTPServer((arguments.host, arguments.bootstrap_port), bootstrap))
         signal.signal(signal.SIGUSR1, prefill.restart_in_place)
-    api = serve(ThreadingHTTPServer((arguments.host, arguments.port), handler))
+    serve(ThreadingHTTPServer((arguments.host, arguments.port), handler))
     signal.signal(signal.SIGUSR2, toggle_stall)
     signal.signal(signal.SIGTERM, lambda *_: STATE.update(draining=True))
     print("serving", flush=True)
@@ -404,7 +428,7 @@ def main() -> None:
     # within 50 ms wherever the signal landed.
     while not STATE["draining"]:
         time.sleep(0.05)
-    drain(api, prefill if arguments.role == "prefill" else None)
+    drain(prefill)
 
 
 if __name__ == "__main__":
