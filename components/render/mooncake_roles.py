@@ -240,9 +240,11 @@ def prefill_headless_service(endpoint: PlacedEndpoint) -> dict[str, Any]:
         "metadata": metadata(name, endpoint.namespace, endpoint.labels("prefill")),
         "spec": {
             "clusterIP": "None",
-            # The proxy finds every prefill pod by this name, ready or not, and checks each one's
-            # /health itself: a pod that starts serving is taken at once.
-            "publishNotReadyAddresses": True,
+            # The proxy finds the ready prefill pods by this name (and checks each one's /health
+            # itself). Not-ready addresses are not published: with them, a terminating pod stays a
+            # ready endpoint (EndpointConditions.ready is true for terminating endpoints only under
+            # publishNotReadyAddresses), so the DNS name would go on listing a prefill that drains and
+            # the proxy would go on sending it requests it refuses (components/render/drain.py).
             "selector": naming.selector_labels(endpoint.name, "prefill"),
             "ports": [
                 {"name": PORT_NAME, "port": endpoint.spec.port, "targetPort": PORT_NAME, "protocol": "TCP"},
