@@ -141,3 +141,12 @@ def test_a_terminating_prefill_leaves_the_name_the_proxy_resolves() -> None:
     service = rendered("disaggregated")["prefill-service"]["spec"]
     assert service["clusterIP"] == "None"
     assert not service.get("publishNotReadyAddresses", False)
+
+
+def test_a_role_of_one_group_starts_a_new_group_before_it_stops_the_old_one() -> None:
+    """LWS v0.10.0's default roll (maxSurge 0, maxUnavailable 1) leaves a one-group role with no group."""
+    objects = rendered("two-node-decode")
+    assert objects["decode"]["kind"] == "LeaderWorkerSet"
+    assert objects["decode"]["spec"]["replicas"] == 1
+    rolling = objects["decode"]["spec"]["rolloutStrategy"]
+    assert rolling == {"type": "RollingUpdate", "rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0}}
