@@ -104,11 +104,15 @@ def test_the_schedulability_check_counts_every_pod_of_every_group() -> None:
     workloads = {workload.name: workload for workload in workloads_of(objects(stack).values())}
     assert workloads["chat-decode (leaders)"].replicas == 2
     assert workloads["chat-decode (workers)"].replicas == 2
-    assert workloads["chat-decode (workers)"].surge == 0
-    # 1 prefill pod + 2 groups of 2 decode pods, each a whole p5: 5 nodes, and p5 has 4.
+    # A roll starts one more group before it stops an old one (mooncake_groups.py rolloutStrategy).
+    assert workloads["chat-decode (leaders)"].surge == 1
+    assert workloads["chat-decode (workers)"].surge == 1
+    # 1 prefill pod + 2 groups of 2 decode pods + the rolling group, each pod a whole p5: 7 nodes.
     found = check_schedulable(parse_stack_config(stack))
     assert any("LeaderWorkerSet inference/chat-decode" in problem.message for problem in found), found
-    roomy = config({"mooncake": {"topology": {"prefill": 1, "decode": 2}}}, {"node_groups": {"p5": {"max_size": 5}}})
+    tight = config({"mooncake": {"topology": {"prefill": 1, "decode": 2}}}, {"node_groups": {"p5": {"max_size": 6}}})
+    assert check_schedulable(parse_stack_config(tight)) != []
+    roomy = config({"mooncake": {"topology": {"prefill": 1, "decode": 2}}}, {"node_groups": {"p5": {"max_size": 7}}})
     assert check_schedulable(parse_stack_config(roomy)) == []
 
 

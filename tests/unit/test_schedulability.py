@@ -202,6 +202,25 @@ def test_replicas_come_from_the_object_or_its_autoscaler_and_rollouts_surge() ->
     assert found == {"a": (8, 2), "b": (7, 2), "c": (3, 0), "d": (0, 0), "e": (5, 0)}
 
 
+def test_a_leader_worker_set_that_surges_counts_whole_groups_beside_its_own() -> None:
+    """components/render/mooncake_groups.py rolls a group role with maxSurge 1: a second group's leader
+    and workers run beside the old group while the new one loads; without a surge LWS adds none."""
+    template = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+
+    def group_set(name: str, rolling: dict[str, Any] | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "replicas": 2,
+            "leaderWorkerTemplate": {"size": 3, "leaderTemplate": template, "workerTemplate": template},
+        }
+        if rolling is not None:
+            spec["rolloutStrategy"] = {"type": "RollingUpdate", "rollingUpdateConfiguration": rolling}
+        return {"kind": "LeaderWorkerSet", "metadata": {"name": name}, "spec": spec}
+
+    manifests = [group_set("s", {"maxSurge": 1, "maxUnavailable": 0}), group_set("n", None)]
+    found = {w.name: (w.replicas, w.surge) for w in workloads_of(manifests)}
+    assert found == {"s (leaders)": (2, 1), "s (workers)": (4, 2), "n (leaders)": (2, 0), "n (workers)": (4, 0)}
+
+
 def test_a_pod_requests_its_containers_sum_or_its_largest_init_container() -> None:
     pod = {
         "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}],
