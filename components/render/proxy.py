@@ -26,7 +26,7 @@ from typing import Any, Literal
 
 from components import naming
 from components.render.classic import service
-from components.render.drain import FRONT_GRACE_SECONDS, pre_stop
+from components.render.drain import FRONT_DRAIN_SECONDS, FRONT_GRACE_SECONDS, pre_stop
 from components.render.kube import metadata
 from components.render.mooncake_env import ADMIN_KEY_IN_SECRET
 from components.render.mooncake_roles import mooncake_of
@@ -109,6 +109,10 @@ def front_container(image: str, peers: list[str], scaled_to_zero: Sequence[str])
         str(IDLE_TIMEOUT_SECONDS + 30),
         "--metrics-port",
         str(PROXY_METRICS_PORT),
+        # After SIGTERM (and the preStop before it), the streams in flight get the drain of the servers
+        # behind them; the pod's grace period is above both (components/render/drain.py).
+        "--drain-seconds",
+        str(FRONT_DRAIN_SECONDS),
     ]
     for backend in scaled_to_zero:
         args += ["--scale-to-zero", backend]

@@ -10,8 +10,9 @@ What Kubernetes does around a pod is played here, in its order (docs/deploying.m
   targets (a new connection each), and stops choosing a front once it is deregistered;
 - a Service (decode's, the server's): ``Balancer``, which, as kube-proxy, sends each new connection to
   one of the ready endpoints and leaves established connections where they are;
-- the headless prefill Service: /etc/hosts, which lists a prefill pod until it is gone (the Service
-  publishes not-ready addresses);
+- the headless prefill Service: /etc/hosts, which lists a deleted prefill pod until it is gone: the
+  Service drops it at once, but the cluster DNS caches its answers (CoreDNS ``cache 30`` on EKS), and
+  the worst case is the whole drain;
 - a Deployment rolls with a surge: the new pod starts, is registered once ready, then the old one is
   deleted; a StatefulSet (prefill) deletes a pod, then starts its successor under the same name;
 - deleting a pod: its endpoints are removed, the preStop sleeps, SIGTERM, and SIGKILL once the pod's
