@@ -167,13 +167,13 @@ def answer(body: dict[str, Any], text: str, finish: str, chat: bool) -> dict[str
     }
 
 
-class VllmServer(Handler):
-    """What prefill and decode stand-ins share with vLLM's server: /health, the routes that need no KV,
-    and completions refused at an unknown path or without the key."""
+class Counted(BaseHTTPRequestHandler):
+    """Counts the requests being answered (``STATE["in_flight"]``): a connection kept alive between two
+    requests holds none, so a drain waits for requests, not for idle connections."""
+
+    counted = False
 
     def parse_request(self) -> bool:
-        """A request has come (a connection kept alive between requests holds none: a drain waits for
-        requests, not for idle connections)."""
         parsed = super().parse_request()
         if parsed:
             with STATE_LOCK:
@@ -189,6 +189,20 @@ class VllmServer(Handler):
             if self.counted:
                 with STATE_LOCK:
                     STATE["in_flight"] -= 1
+
+
+def answered_in_flight() -> None:
+    """Returns once the requests in flight are answered, ``DRAIN_SECONDS`` at the soonest (a generation
+    of another client's is in flight on a busy server, and a request that came before the signal is
+    counted by then)."""
+    time.sleep(DRAIN_SECONDS)
+    while STATE["in_flight"] > 0:
+        time.sleep(0.02)
+
+
+class VllmServer(Counted, Handler):
+    """What prefill and decode stand-ins share with vLLM's server: /health, the routes that need no KV,
+    and completions refused at an unknown path or without the key."""
 
     def do_GET(self) -> None:
         if self.path == "/health":
@@ -394,9 +408,7 @@ def toggle_stall(*_: Any) -> None:
 def drain(prefill: Prefill | None) -> None:
     """vLLM's drain (STATE["draining"] set: new requests refused): the requests in flight finish and a
     prefill's KV is pulled; then the process exits, closing every connection."""
-    time.sleep(DRAIN_SECONDS)  # a generation of another client's in flight, and one that had come before
-    while STATE["in_flight"] > 0:
-        time.sleep(0.02)
+    answered_in_flight()
     deadline = time.monotonic() + KEEP_KV_SECONDS
     while prefill is not None and prefill.transfers and time.monotonic() < deadline:
         time.sleep(0.02)

@@ -25,39 +25,21 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.e2e.pd_standins import DRAIN_SECONDS
+from tests.e2e.pd_standins import Counted, answered_in_flight
 
 HOLD_PROMPT = "hold the stream"
 HOLD_SECONDS = 30.0
 CUT = {"streams": 0}
-IN_FLIGHT = {"requests": 0}
 DRAINING = threading.Event()
 LOCK = threading.Lock()
 
 
 def handler(health_path: str) -> type[BaseHTTPRequestHandler]:
-    class Server(BaseHTTPRequestHandler):
+    class Server(Counted, BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, format: str, *args: Any) -> None:
             pass
-
-        def parse_request(self) -> bool:
-            parsed = super().parse_request()
-            if parsed:
-                with LOCK:
-                    IN_FLIGHT["requests"] += 1
-                self.counted = True
-            return parsed
-
-        def handle_one_request(self) -> None:
-            self.counted = False
-            try:
-                super().handle_one_request()
-            finally:
-                if self.counted:
-                    with LOCK:
-                        IN_FLIGHT["requests"] -= 1
 
         def send_json(self, status: int, value: Any, headers: dict[str, str] | None = None) -> None:
             body = json.dumps(value).encode()
@@ -162,9 +144,7 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: DRAINING.set())
     while not DRAINING.wait(0.05):  # the main thread runs the handler wherever the signal landed
         pass
-    time.sleep(DRAIN_SECONDS)  # a generation of another client's in flight, and one that had come before
-    while IN_FLIGHT["requests"] > 0:
-        time.sleep(0.02)
+    answered_in_flight()
 
 
 if __name__ == "__main__":
