@@ -1,6 +1,7 @@
-"""The vLLM workloads of a Mooncake endpoint: prefill (a StatefulSet, so the proxy can reach
-the very pod that prefilled: docs/design.md, decision 8), decode (a Deployment), or the one server of
-mode ``store``; each with its role's connector config, the store config and the EFA needs."""
+"""The vLLM workloads of a Mooncake endpoint: prefill and decode (Deployments; the proxy finds the
+prefill pods through a headless Service and reaches the very pod that prefilled by its address:
+docs/design.md, decision 8), or the one server of mode ``store``; each with its role's connector
+config, the store config and the EFA needs."""
 
 from __future__ import annotations
 
@@ -247,25 +248,6 @@ def role_replicas(endpoint: PlacedEndpoint, role: MooncakeRole) -> int | None:
     return int(getattr(mooncake.topology, role))
 
 
-def prefill_stateful_set(endpoint: PlacedEndpoint, cold: ColdTierTarget | None) -> dict[str, Any]:
-    """Pods ``<name>-prefill-<i>`` with stable DNS names under the headless Service."""
-    name = naming.object_name(endpoint.name, "prefill")
-    spec: dict[str, Any] = {}
-    replicas = role_replicas(endpoint, "prefill")
-    if replicas is not None:
-        spec["replicas"] = replicas
-    spec["serviceName"] = name
-    spec["podManagementPolicy"] = "Parallel"  # prefill pods do not depend on each other
-    spec["selector"] = {"matchLabels": naming.selector_labels(endpoint.name, "prefill")}
-    spec["template"] = role_template(endpoint, "prefill", cold)
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": metadata(name, endpoint.namespace, endpoint.labels("prefill")),
-        "spec": spec,
-    }
-
-
 def prefill_headless_service(endpoint: PlacedEndpoint) -> dict[str, Any]:
     name = naming.object_name(endpoint.name, "prefill")
     bootstrap = mooncake_of(endpoint).transfer.bootstrap_base_port
@@ -290,7 +272,13 @@ def prefill_headless_service(endpoint: PlacedEndpoint) -> dict[str, Any]:
 
 
 def role_deployment(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTierTarget | None) -> dict[str, Any]:
-    """The decode role, or the one server of mode store."""
+    """A role of single pods (prefill, decode), or the one server of mode store: a Deployment, so it rolls
+    with a surge (a new pod loads its model before an old one stops) and a one-replica role keeps
+    serving through an image change or a ``mooncake.json`` roll. Prefill was a StatefulSet for stable
+    per-pod names, which nothing uses now: the proxy resolves the headless Service above to the pods'
+    addresses and hands the decoder the address and engine id of the very pod that prefilled
+    (docs/design.md, decision 8), and a StatefulSet's roll stops a pod before it starts its successor
+    (apps/v1 RollingUpdateStatefulSetStrategy has no maxSurge)."""
     return deployment(endpoint, role, role_replicas(endpoint, role), role_template(endpoint, role, cold))
 
 

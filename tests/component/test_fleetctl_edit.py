@@ -479,7 +479,7 @@ REFUSED = {
     "scale beyond the node group": (
         "dev",
         ["scale", "assistant", "13"],
-        "regions.us-west-2.node_groups.gpu: cannot hold the 23 pods that can only run on it",
+        "regions.us-west-2.node_groups.gpu: cannot hold the 25 pods that can only run on it",
     ),
     "scale an unknown endpoint": ("dev", ["scale", "nope", "1"], "endpoints.nope: no such endpoint"),
     "topology of an autoscaled role": (

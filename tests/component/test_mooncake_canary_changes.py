@@ -34,7 +34,7 @@ def canary_set(action: str, verdict: str) -> list[tuple[str, str, str, str]]:
     """Every object of chat-pd's canary set (disaggregated: prefill, decode, proxy, their policies)."""
     name = f"{REGION}-chat-pd-canary"
     return [
-        (action, STATEFUL_SET, f"{name}-prefill", verdict),
+        (action, DEPLOYMENT, f"{name}-prefill", verdict),
         (action, SERVICE, f"{name}-prefill", verdict),
         (action, BUDGET, f"{name}-prefill", verdict),
         (action, DEPLOYMENT, f"{name}-decode", verdict),
@@ -92,7 +92,7 @@ def test_a_canary_topology_change_touches_only_the_canary_set(
     entries = planned_edit(
         base_plans, tmp_path, capsys, "dev", "topology", "set", "chat-pd", "--canary", "--prefill", "2"
     )
-    assert summary(entries) == [("update", STATEFUL_SET, f"{REGION}-chat-pd-canary-prefill", "in place")]
+    assert summary(entries) == [("update", DEPLOYMENT, f"{REGION}-chat-pd-canary-prefill", "in place")]
     assert entries[0]["changes"] == [{"path": "spec.replicas", "old": 1, "new": 2, "forces_replacement": False}]
 
 
