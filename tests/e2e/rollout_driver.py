@@ -13,8 +13,8 @@ What Kubernetes does around a pod is played here, in its order (docs/deploying.m
 - the headless prefill Service: /etc/hosts, which lists a deleted prefill pod until it is gone: the
   Service drops it at once, but the cluster DNS caches its answers (CoreDNS ``cache 30`` on EKS), and
   the worst case is the whole drain;
-- a Deployment rolls with a surge: the new pod starts, is registered once ready, then the old one is
-  deleted; a StatefulSet (prefill) deletes a pod, then starts its successor under the same name;
+- a Deployment (prefill, decode, server, proxy, gate) rolls with a surge: the new pod starts, is
+  registered once ready, then the old one is deleted;
 - deleting a pod: its endpoints are removed, the preStop sleeps, SIGTERM, and SIGKILL once the pod's
   ``terminationGracePeriodSeconds`` (read from the rendered pod spec) have passed since the deletion.
 """
@@ -268,14 +268,14 @@ def scenario(scene: Scene, load: Load) -> dict[str, Any]:
     time.sleep(2)
     phases["steady"] = load.phase()
 
-    # The prefill StatefulSet, from its highest ordinal: a pod deleted (listed until it is gone), then its
-    # successor under the same name, at the new address a new pod gets, with a new engine id.
-    for address, successor in zip(reversed(PREFILL), reversed(SUCCESSORS), strict=True):
-        scene.delete(prefill.pop(address), spec["grace"]["prefill"])
-        scene.prefill.remove(address)
-        scene.network()
+    # The prefill Deployment: the successor started and listed once ready, then the old pod deleted, which
+    # the DNS cache goes on answering until it is gone.
+    for address, successor in zip(PREFILL, SUCCESSORS, strict=True):
         prefill[successor] = scene.standin("prefill", successor)
         scene.prefill.append(successor)
+        scene.network()
+        scene.delete(prefill.pop(address), spec["grace"]["prefill"])
+        scene.prefill.remove(address)
         scene.network()
     phases["prefill"] = load.phase()
 

@@ -1,4 +1,4 @@
-"""A rollout of a split endpoint (its prefill StatefulSet, decode Deployment and proxy) and of a classic
+"""A rollout of a split endpoint (its prefill, decode and proxy Deployments) and of a classic
 endpoint with a gate (its server and gate Deployments) under steady load, through the real proxy
 program started as both fronts render it, in front of stand-ins that drain on SIGTERM as vLLM does
 with ``--shutdown-timeout`` (tests/e2e/rollout_driver.py plays Kubernetes and the load balancer).
@@ -9,8 +9,8 @@ rendered with (the program's default where it is rendered with none). The preSto
 (``SCENE_PRESTOP_SECONDS``): here the load balancer and the Services stop sending the moment a pod is
 deregistered, where in a cluster they take the rendered preStop's seconds; what is left is the proxy's
 own look at the prefill pods (a refresh and its probes), which the preStop must cover too: the
-StatefulSet deletes the next prefill pod once its successor is ready, which the proxy sees only at
-its next refresh."""
+Deployment deletes an old prefill pod once its successor is ready, which the proxy sees only at its
+next refresh."""
 
 from __future__ import annotations
 
