@@ -109,13 +109,13 @@ def front_container(image: str, peers: list[str], scaled_to_zero: Sequence[str])
         str(IDLE_TIMEOUT_SECONDS + 30),
         "--metrics-port",
         str(PROXY_METRICS_PORT),
-        # After SIGTERM (and the preStop before it), the streams in flight get the drain of the servers
-        # behind them; the pod's grace period is above both (components/render/drain.py).
-        "--drain-seconds",
-        str(FRONT_DRAIN_SECONDS),
     ]
     for backend in scaled_to_zero:
         args += ["--scale-to-zero", backend]
+    # After SIGTERM (and the preStop before it), the streams in flight get the drain of the servers
+    # behind them; the pod's grace period is above both (components/render/drain.py). Last, so a role
+    # going to zero adds its argument where it did.
+    args += ["--drain-seconds", str(FRONT_DRAIN_SECONDS)]
     return {
         "name": PROXY_CONTAINER,
         "image": image,
