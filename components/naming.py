@@ -21,7 +21,9 @@ Role = Literal["server", "prefill", "decode", "store", "proxy", "gate", "canary"
 _NAME_LIMITS: dict[str, int] = {
     "": 63,  # Service and Deployment of a classic endpoint
     "-canary": 63,
-    "-prefill": 52,  # StatefulSet (stable per-pod addresses, docs/design.md, decision 8)
+    # A Deployment now; kept at 52, the StatefulSet limit of when prefill was one, so no name valid then
+    # is refused or renamed (and a prefill spanning nodes names its groups' worker StatefulSets).
+    "-prefill": 52,
     "-decode": 63,
     "-proxy": 63,
     "-gate": 63,  # a classic endpoint's gate in front of a server that may scale to zero

@@ -253,7 +253,14 @@ ROLLING_RESTART: dict[str, tuple[str, ...]] = {
     "kubernetes:apps/v1:Deployment": ("spec.template",),
     "kubernetes:apps/v1:StatefulSet": ("spec.template",),
     "kubernetes:apps/v1:DaemonSet": ("spec.template",),
+    # A changed group template rolls the groups (LeaderWorkerSet v0.10.0 rolloutStrategy RollingUpdate).
+    "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet": ("spec.leaderWorkerTemplate",),
 }
+
+NO_SURGE: frozenset[str] = frozenset({"kubernetes:apps/v1:StatefulSet"})
+"""Workloads whose roll stops a pod before it starts its replacement: the StatefulSet controller's
+RollingUpdate has no maxSurge (Kubernetes apps/v1 RollingUpdateStatefulSetStrategy: partition and
+maxUnavailable only), so with one replica the roll leaves none serving until the new pod is ready."""
 
 TRAFFIC_ONLY: dict[str, tuple[str, ...]] = {
     # The load balancer controller reads a route's target groups and weights from its

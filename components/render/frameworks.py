@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from components.render.drain import SERVER_DRAIN_SECONDS
 from components.spec.engine import EngineCapabilities
 from components.spec.images import Framework
 
@@ -53,7 +54,14 @@ class Adapter:
     metrics_port: int | None = None
     """Where the server serves Prometheus metrics at ``/metrics`` when not on its own port (the
     region's Prometheus scrapes there, docs/metrics.md); set by a ``fixed`` flag, so owned."""
+    drain_flag: str | None = None
+    """How long the server finishes its in-flight requests after SIGTERM, rendered as
+    ``SERVER_DRAIN_SECONDS`` (components/render/drain.py); owned. None: the server drains until done
+    (the pod's grace period bounds it)."""
 
+
+DRAIN_SOURCE = "drain"
+"""The owner of the drain flag: no spec field, the pod's drain timings (components/render/drain.py)."""
 
 TRITON_METRICS_PORT = 8002
 METRICS_PATH = "/metrics"
@@ -79,6 +87,8 @@ ADAPTERS: dict[Framework, Adapter] = {
         },
         prefix_caching_on="--enable-prefix-caching",
         prefix_caching_off="--no-enable-prefix-caching",
+        # 0.33.0 vllm/engine/arg_utils.py "--shutdown-timeout" (default 0 = abort every request).
+        drain_flag="--shutdown-timeout",
     ),
     "sglang": Adapter(
         command=("python3", "-m", "sglang.launch_server"),
@@ -96,6 +106,9 @@ ADAPTERS: dict[Framework, Adapter] = {
         prefix_caching_off="--disable-radix-cache",  # the radix cache is on by default
         fixed=(("--host", "0.0.0.0"),),  # SGLang listens on 127.0.0.1 unless told otherwise
         metrics_on="--enable-metrics",
+        # No drain flag: on SIGTERM, 0.5.6 answers /health 503 and waits for every request it holds
+        # before it exits, without a limit of its own (sglang/srt/managers/tokenizer_manager.py
+        # sigterm_watchdog; http_server.py health_generate).
     ),
     # TGI's launcher has no served-name flag (v3.3.7): its OpenAI routes take any request
     # model and answer as --model-id (chat completions echo the request's).
@@ -110,6 +123,9 @@ ADAPTERS: dict[Framework, Adapter] = {
             "max_num_batched_tokens": "--max-batch-prefill-tokens",
         },
         prefix_caching_env="PREFIX_CACHING",
+        # v3.3.7 launcher/src/main.rs: on SIGTERM the launcher stops the router, whose axum server
+        # finishes its requests (router/src/server.rs with_graceful_shutdown), for up to this (default 90).
+        drain_flag="--graceful-termination-timeout",
     ),
     # Engine settings of a Triton model live in its model repository (config.pbtxt), not in flags.
     # Triton serves its metrics on a port of their own, 8002 unless --metrics-port says otherwise
@@ -126,6 +142,9 @@ ADAPTERS: dict[Framework, Adapter] = {
         # Triton serves /metrics by default (on --metrics-port, 8002), but its time-to-first-response
         # histogram only with histogram latencies on (src/metric_model_reporter.cc, core r25.10).
         metrics_on="--metrics-config=histogram_latencies=true",
+        # src/command_line_parser.cc: "Timeout (in seconds) when exiting to wait for in-flight
+        # inferences to finish" (default 30).
+        drain_flag="--exit-timeout-secs",
     ),
 }
 
@@ -197,6 +216,8 @@ def server_launch(framework: Framework, inputs: ServerInputs) -> ServerLaunch:
         owned[adapter.prefix_caching_env] = "engine.enable_prefix_caching"
     if adapter.metrics_on is not None:
         args.append(adapter.metrics_on)
+    if adapter.drain_flag is not None:
+        add(adapter.drain_flag, SERVER_DRAIN_SECONDS, DRAIN_SOURCE)
     return ServerLaunch(adapter.command, tuple(args), env, owned, served)
 
 

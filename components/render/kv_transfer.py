@@ -52,15 +52,31 @@ def point_to_point(transfer: Transfer, role: MooncakeRole) -> dict[str, Any]:
     return {"kv_connector": "MooncakeConnector", "kv_role": KV_ROLES[role], "kv_connector_extra_config": extra}
 
 
-def store(role: MooncakeRole, store_tp_size: int | None = None) -> dict[str, Any]:
+def store(role: MooncakeRole, store_tp_size: int | None = None, behind_point_to_point: bool = False) -> dict[str, Any]:
     """The store connector reads everything else from mooncake.json (MOONCAKE_CONFIG_PATH);
-    ``store_tp_size`` where the roles' tensor parallelism differs (mooncake_roles.store_tp_size)."""
+    ``store_tp_size`` where the roles' tensor parallelism differs (mooncake_roles.store_tp_size).
+
+    ``behind_point_to_point`` (mode ``both``): the decode's store child comes after MooncakeConnector,
+    and every request the proxy sends the decode carries ``do_remote_prefill``, for which the
+    point-to-point child claims the prompt's tokens. vLLM 0.33.0's MultiConnector asks every child
+    and keeps the first one with a hit (v1/multi_connector.py ``get_num_new_matched_tokens``:
+    ``if to_return[0] == 0 and toks > 0``), so the store's lookup, a round trip to the pool per
+    request, is always discarded; and where the point-to-point child has nothing to load (the
+    decode's own prefix cache holds the prompt) the store has nothing beyond it either. So its lookup
+    is off (v1/mooncake/store/scheduler.py ``if not self.enable_lookup: return 0, False``): a
+    ``kv_consumer`` without lookup or ``save_decode_cache`` is the store's "capacity-only" client,
+    which still contributes its segment to the pool (store/connector.py ``_capacity_only``)."""
     config: dict[str, Any] = {
         "kv_connector": "MooncakeStoreConnector",
         "kv_role": "kv_consumer" if role == "decode" else "kv_both",
     }
+    extra: dict[str, Any] = {}
     if store_tp_size is not None:
-        config["kv_connector_extra_config"] = {"store_tp_size": store_tp_size}
+        extra["store_tp_size"] = store_tp_size
+    if behind_point_to_point and role == "decode":
+        extra["enable_lookup"] = False
+    if extra:
+        config["kv_connector_extra_config"] = extra
     return config
 
 
@@ -111,7 +127,7 @@ def kv_transfer_config(
     if mooncake.split:
         children.append(point_to_point(mooncake.transfer, role))
     if mooncake.store_enabled:
-        children.append(store(role, store_tp_size))
+        children.append(store(role, store_tp_size, behind_point_to_point=mooncake.split))
     if cold is not None and writes_cold_tier(role):
         children.append(cold_tier(cold))
     if len(children) == 1:

@@ -15,7 +15,6 @@ from components.render.mooncake_roles import (
     cold_tier_staging,
     mooncake_of,
     prefill_headless_service,
-    prefill_stateful_set,
     role_deployment,
     role_service,
 )
@@ -79,7 +78,7 @@ def _set_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None, routed: 
         if groups["prefill"]:
             objects["prefill"] = leader_worker_set(endpoint, "prefill", cold)
         else:
-            objects["prefill"] = prefill_stateful_set(endpoint, cold)
+            objects["prefill"] = role_deployment(endpoint, "prefill", cold)
         objects["prefill-service"] = prefill_headless_service(endpoint)
         objects["prefill-disruption-budget"] = pod_disruption_budget(endpoint, "prefill")
         if groups["decode"]:
@@ -93,7 +92,7 @@ def _set_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None, routed: 
             objects[f"{role}-service"]["spec"]["selector"].update(leaders_only(endpoint, role))
         scaling = mooncake.autoscaling
         roles: tuple[tuple[naming.Role, RoleAutoscaling | None, str], ...] = (
-            ("prefill", scaling.prefill, "StatefulSet"),
+            ("prefill", scaling.prefill, "Deployment"),
             ("decode", scaling.decode, "Deployment"),
         )
         for role, role_scaling, kind in roles:

@@ -11,6 +11,7 @@ ROLE_ENV: dict[str, str] = {
     "VLLM_HOST_IP": "the pod IP",
     "VLLM_MOONCAKE_BOOTSTRAP_PORT": "mooncake.transfer.bootstrap_base_port",
     "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT": "mooncake.transfer.abort_request_timeout",
+    "VLLM_MOONCAKE_CONNECTOR_TIMEOUT": "mooncake.store.global_segment_size (mode both)",
     "MOONCAKE_CONFIG_PATH": "mooncake.store (the mounted mooncake.json)",
     "MOONCAKE_PREFERRED_SEGMENT": "mooncake.store.offload disk (the pod's own store-client)",
     "MC_STORE_USE_HUGEPAGE": "mooncake.store.protocol rdma (the store on huge pages)",

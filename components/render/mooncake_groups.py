@@ -83,6 +83,14 @@ def leader_worker_set(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTi
     assert replicas is not None  # a group role has no autoscaler (validated)
     spec["replicas"] = replicas
     spec["networkConfig"] = {"subdomainPolicy": "UniquePerReplica"}
+    # As the Deployments do: a new group starts before an old one stops, so a role of one group keeps
+    # serving while it rolls. LWS v0.10.0 defaults to maxSurge 0 and maxUnavailable 1 (its CRD,
+    # config/lws-0.10.0-crds.yaml, rollingUpdateConfiguration), which rolls a one-group role as an
+    # outage; maxUnavailable 0 is allowed with a surge. The roll needs one more group's nodes.
+    spec["rolloutStrategy"] = {
+        "type": "RollingUpdate",
+        "rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0},
+    }
     spec["leaderWorkerTemplate"] = {
         "size": nodes,
         # A rank that dies takes the group's collective with it: restart the whole group.

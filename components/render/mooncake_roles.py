@@ -1,6 +1,7 @@
-"""The vLLM workloads of a Mooncake endpoint: prefill (a StatefulSet, so the proxy can reach
-the very pod that prefilled: docs/design.md, decision 8), decode (a Deployment), or the one server of
-mode ``store``; each with its role's connector config, the store config and the EFA needs."""
+"""The vLLM workloads of a Mooncake endpoint: prefill and decode (Deployments; the proxy finds the
+prefill pods through a headless Service and reaches the very pod that prefilled by its address:
+docs/design.md, decision 8), or the one server of mode ``store``; each with its role's connector
+config, the store config and the EFA needs."""
 
 from __future__ import annotations
 
@@ -97,16 +98,51 @@ def role_hugepages(endpoint: PlacedEndpoint) -> int:
     return LIBFABRIC_HUGEPAGES_2MI_BYTES + mooncake_of(endpoint).store_hugepage_bytes(ranks(endpoint))
 
 
+CONNECTOR_TIMEOUT_SECONDS = 30
+"""vLLM 0.33.0's VLLM_MOONCAKE_CONNECTOR_TIMEOUT default (vllm/envs.py): each HTTP call of the
+MooncakeConnector to the prefill's bootstrap server (a worker's registration, a decoder's query)."""
+CONNECTOR_TIMEOUT_PER_SEGMENT_GIB = 1
+"""Our allowance, per GiB of one rank's store segment, for the bootstrap server's slow answers while
+that segment mounts. vLLM's docs give no rate (below)."""
+
+
+def bootstrap_timeout(endpoint: PlacedEndpoint) -> int | None:
+    """The connector's HTTP timeout in mode ``both``, sized from the store segment; None elsewhere.
+
+    vLLM 0.33.0 docs/features/mooncake_connector_usage.md: global rank 0 hosts the bootstrap server
+    in the process that mounts the store's host segment, so a large segment "can delay responses for
+    several seconds during startup"; raise VLLM_MOONCAKE_CONNECTOR_TIMEOUT on hosts with very large
+    segments. Only mode ``both`` has both the bootstrap server and an in-process segment (mode
+    ``store`` has no bootstrap server; with offload disk the segment is the store client's, in its own
+    container). The docs give "several seconds" and no rate, so the allowance is ours: the default plus
+    1 s per GiB of the rank's segment (64 GiB: 94 s), generous against the page faulting and memory
+    registration that mount it. The cost of a larger timeout is only a slower failure when a prefill is
+    really gone: a query tries 3 times (mooncake_connector.py ``_BOOTSTRAP_MAX_ATTEMPTS``)."""
+    mooncake = mooncake_of(endpoint)
+    if not (mooncake.split and mooncake.store_enabled) or offloads_to_disk(endpoint):
+        return None
+    segment = mooncake.store.global_segment_size
+    assert segment is not None
+    return CONNECTOR_TIMEOUT_SECONDS + CONNECTOR_TIMEOUT_PER_SEGMENT_GIB * math.ceil(int(segment) / 2**30)
+
+
 def _env(endpoint: PlacedEndpoint, role: MooncakeRole) -> list[dict[str, Any]]:
     mooncake = mooncake_of(endpoint)
     env: list[dict[str, Any]] = [
         {"name": "PYTHONHASHSEED", "value": HASH_SEED},
         {"name": "VLLM_HOST_IP", "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
     ]
+    transfer = mooncake.transfer
     if role == "prefill":
-        transfer = mooncake.transfer
         env.append({"name": "VLLM_MOONCAKE_BOOTSTRAP_PORT", "value": str(transfer.bootstrap_base_port)})
+    if role in ("prefill", "decode"):
+        # Both ends read it: the prefiller frees a request's KV after it, and the decoder waits that
+        # long (plus 60 s) for the prefiller's answer to a pull (0.33.0 mooncake_connector.py, the
+        # ZMQ RCVTIMEO of its transfer request), so the two must agree.
         env.append({"name": "VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT", "value": str(transfer.abort_request_timeout)})
+    connector_timeout = bootstrap_timeout(endpoint)
+    if role in ("prefill", "decode") and connector_timeout is not None:
+        env.append({"name": "VLLM_MOONCAKE_CONNECTOR_TIMEOUT", "value": str(connector_timeout)})
     if mooncake.store_enabled:
         env.append({"name": "MOONCAKE_CONFIG_PATH", "value": CONFIG_PATH})
         if mooncake.store_on_hugepages:
@@ -212,25 +248,6 @@ def role_replicas(endpoint: PlacedEndpoint, role: MooncakeRole) -> int | None:
     return int(getattr(mooncake.topology, role))
 
 
-def prefill_stateful_set(endpoint: PlacedEndpoint, cold: ColdTierTarget | None) -> dict[str, Any]:
-    """Pods ``<name>-prefill-<i>`` with stable DNS names under the headless Service."""
-    name = naming.object_name(endpoint.name, "prefill")
-    spec: dict[str, Any] = {}
-    replicas = role_replicas(endpoint, "prefill")
-    if replicas is not None:
-        spec["replicas"] = replicas
-    spec["serviceName"] = name
-    spec["podManagementPolicy"] = "Parallel"  # prefill pods do not depend on each other
-    spec["selector"] = {"matchLabels": naming.selector_labels(endpoint.name, "prefill")}
-    spec["template"] = role_template(endpoint, "prefill", cold)
-    return {
-        "apiVersion": "apps/v1",
-        "kind": "StatefulSet",
-        "metadata": metadata(name, endpoint.namespace, endpoint.labels("prefill")),
-        "spec": spec,
-    }
-
-
 def prefill_headless_service(endpoint: PlacedEndpoint) -> dict[str, Any]:
     name = naming.object_name(endpoint.name, "prefill")
     bootstrap = mooncake_of(endpoint).transfer.bootstrap_base_port
@@ -240,9 +257,11 @@ def prefill_headless_service(endpoint: PlacedEndpoint) -> dict[str, Any]:
         "metadata": metadata(name, endpoint.namespace, endpoint.labels("prefill")),
         "spec": {
             "clusterIP": "None",
-            # The proxy finds every prefill pod by this name, ready or not, and checks each one's
-            # /health itself: a pod that starts serving is taken at once.
-            "publishNotReadyAddresses": True,
+            # The proxy finds the ready prefill pods by this name (and checks each one's /health
+            # itself). Not-ready addresses are not published: with them, a terminating pod stays a
+            # ready endpoint (EndpointConditions.ready is true for terminating endpoints only under
+            # publishNotReadyAddresses), so the DNS name would go on listing a prefill that drains and
+            # the proxy would go on sending it requests it refuses (components/render/drain.py).
             "selector": naming.selector_labels(endpoint.name, "prefill"),
             "ports": [
                 {"name": PORT_NAME, "port": endpoint.spec.port, "targetPort": PORT_NAME, "protocol": "TCP"},
@@ -253,7 +272,13 @@ def prefill_headless_service(endpoint: PlacedEndpoint) -> dict[str, Any]:
 
 
 def role_deployment(endpoint: PlacedEndpoint, role: MooncakeRole, cold: ColdTierTarget | None) -> dict[str, Any]:
-    """The decode role, or the one server of mode store."""
+    """A role of single pods (prefill, decode), or the one server of mode store: a Deployment, so it rolls
+    with a surge (a new pod loads its model before an old one stops) and a one-replica role keeps
+    serving through an image change or a ``mooncake.json`` roll. Prefill was a StatefulSet for stable
+    per-pod names, which nothing uses now: the proxy resolves the headless Service above to the pods'
+    addresses and hands the decoder the address and engine id of the very pod that prefilled
+    (docs/design.md, decision 8), and a StatefulSet's roll stops a pod before it starts its successor
+    (apps/v1 RollingUpdateStatefulSetStrategy has no maxSurge)."""
     return deployment(endpoint, role, role_replicas(endpoint, role), role_template(endpoint, role, cold))
 
 

@@ -15,6 +15,7 @@ from typing import Any
 
 from components import naming
 from components.catalog import pins
+from components.render.drain import sidecar_pre_stop
 from components.render.kube import metadata, quantity
 from components.render.kv_transfer import MOONCAKE_PROTOCOLS
 from components.render.placement import PlacedEndpoint
@@ -180,6 +181,8 @@ def store_client_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
         "ports": [{"name": "store-client", "containerPort": REAL_CLIENT_PORT, "protocol": "TCP"}],
         "resources": {"requests": dict(amounts), "limits": dict(amounts)},
         "volumeMounts": [{"name": SSD_VOLUME, "mountPath": SSD_DIR}],
+        # The server reads and writes its segments until it has drained: this one outlives it.
+        "lifecycle": sidecar_pre_stop(),
         "securityContext": restricted(),
     }
 

@@ -7,6 +7,7 @@ from typing import Any
 
 from components import naming
 from components.catalog import pins
+from components.render.drain import SERVER_GRACE_SECONDS, pre_stop
 from components.render.kube import framework_metrics_port, quantity
 from components.render.placement import PlacedEndpoint
 from components.scheduling import (
@@ -27,8 +28,9 @@ WEIGHTS_VOLUME = "model-weights"
 # starts counting, so a slow load is never mistaken for a hung server.
 STARTUP_PERIOD_SECONDS = 10
 STARTUP_FAILURE_THRESHOLD = 180
-TERMINATION_GRACE_SECONDS = 120
-"""Time to finish in-flight generations after the load balancer stops sending requests."""
+TERMINATION_GRACE_SECONDS = SERVER_GRACE_SECONDS
+"""The preStop (the load balancer, kube-proxy and DNS stop sending), the server's drain of its
+in-flight generations, and the engine's teardown (components/render/drain.py)."""
 
 
 def restricted() -> dict[str, Any]:
@@ -124,6 +126,7 @@ def server_container(endpoint: PlacedEndpoint, image: str) -> dict[str, Any]:
         container["env"] = env
     container["resources"] = pod_resources(endpoint)
     container.update(probes(spec.health_check_path))
+    container["lifecycle"] = pre_stop()
     mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
     if spec.model_source is not None:
         assert spec.model_path is not None

@@ -26,6 +26,7 @@ from typing import Any, Literal
 
 from components import naming
 from components.render.classic import service
+from components.render.drain import FRONT_DRAIN_SECONDS, FRONT_GRACE_SECONDS, pre_stop
 from components.render.kube import metadata
 from components.render.mooncake_env import ADMIN_KEY_IN_SECRET
 from components.render.mooncake_roles import mooncake_of
@@ -62,7 +63,8 @@ def program_checksum() -> str:
 
 
 def prefill_service_host(endpoint: PlacedEndpoint) -> str:
-    """The headless prefill Service's name: it resolves to every prefill pod, ready or not."""
+    """The headless prefill Service's name: it resolves to every ready prefill pod (a terminating one
+    leaves it at once, so the proxy stops sending it requests during its preStop)."""
     return f"{naming.object_name(endpoint.name, 'prefill')}.{endpoint.namespace}.svc"
 
 
@@ -110,6 +112,10 @@ def front_container(image: str, peers: list[str], scaled_to_zero: Sequence[str])
     ]
     for backend in scaled_to_zero:
         args += ["--scale-to-zero", backend]
+    # After SIGTERM (and the preStop before it), the streams in flight get the drain of the servers
+    # behind them; the pod's grace period is above both (components/render/drain.py). Last, so a role
+    # going to zero adds its argument where it did.
+    args += ["--drain-seconds", str(FRONT_DRAIN_SECONDS)]
     return {
         "name": PROXY_CONTAINER,
         "image": image,
@@ -166,11 +172,13 @@ def front_deployment(endpoint: PlacedEndpoint, role: Front, container: dict[str,
                 "failureThreshold": 2,
             },
             "livenessProbe": {"tcpSocket": {"port": PORT_NAME}, "periodSeconds": 15, "failureThreshold": 4},
+            # Serving, untouched, until the ALB and the Service stop sending; then SIGTERM drains it.
+            "lifecycle": pre_stop(),
             "volumeMounts": [tmp_mount(), {"name": PROGRAM_VOLUME, "mountPath": PROGRAM_DIR, "readOnly": True}],
             "securityContext": locked_down(),
         }
     )
-    pod = base_pod_spec(termination_grace_seconds=60)
+    pod = base_pod_spec(termination_grace_seconds=FRONT_GRACE_SECONDS)
     name = naming.object_name(endpoint.name, role)
     pod["volumes"] = [tmp_volume(), {"name": PROGRAM_VOLUME, "configMap": {"name": name}}]
     pod["containers"] = [container]

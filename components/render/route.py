@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from components import naming
+from components.render.drain import DEREGISTRATION_DELAY_SECONDS
 from components.render.kube import metadata
 from components.render.placement import PlacedEndpoint
 
@@ -80,6 +81,11 @@ def route(
         f"{ALB}/healthcheck-path": health_path or endpoint.spec.health_check_path,
         f"{ALB}/success-codes": "200",
         f"{ALB}/load-balancer-attributes": f"idle_timeout.timeout_seconds={IDLE_TIMEOUT_SECONDS}",
+        # Every target group of the route (primary and canary) holds a deregistered pod's in-flight
+        # requests as long as the pod serves them (components/render/drain.py); the controller reads it
+        # from the Service's and the Ingress's annotations (v3.4.2 pkg/ingress/model_build_target_group.go
+        # buildTargetGroupAttributes) and sets no delay of its own, leaving ELBv2's 300 s.
+        f"{ALB}/target-group-attributes": f"deregistration_delay.timeout_seconds={DEREGISTRATION_DELAY_SECONDS}",
         f"{ALB}/actions.{action}": _compact(forward_action(endpoint, action, canary_backend)),
         f"{ALB}/transforms.{action}": _compact(strip_prefix(endpoint)),
     }

@@ -115,16 +115,19 @@ def workloads_of(manifests: Iterable[Mapping[str, Any]], endpoint: str | None = 
 
 def _group_workloads(manifest: Mapping[str, Any], endpoint: str | None) -> list[Workload]:
     """A LeaderWorkerSet's pods: ``replicas`` leaders and ``replicas x (size - 1)`` workers, each from
-    its own template. It rolls a group at a time without surge (rolloutStrategy's maxSurge defaults to
-    0, kubernetes-sigs/lws v0.10.0 api/leaderworkerset/v1/leaderworkerset_types.go)."""
+    its own template. A roll adds ``rolloutStrategy.rollingUpdateConfiguration.maxSurge`` whole groups
+    (an absolute count or a share of ``replicas``, rounded up; 0 by default: kubernetes-sigs/lws v0.10.0
+    api/leaderworkerset/v1/leaderworkerset_types.go; components/render/mooncake_groups.py renders 1)."""
     spec = manifest["spec"]
     group = spec["leaderWorkerTemplate"]
     replicas = int(spec.get("replicas", 1))
+    rolling = (spec.get("rolloutStrategy") or {}).get("rollingUpdateConfiguration") or {}
+    groups = scaled(rolling.get("maxSurge", 0), replicas, round_up=True) if replicas else 0
     name = manifest["metadata"]["name"]
     found = []
-    for part, template, count in (
-        ("leaders", group.get("leaderTemplate") or group["workerTemplate"], replicas),
-        ("workers", group["workerTemplate"], replicas * (int(group["size"]) - 1)),
+    for part, template, count, surge in (
+        ("leaders", group.get("leaderTemplate") or group["workerTemplate"], replicas, groups),
+        ("workers", group["workerTemplate"], replicas * (int(group["size"]) - 1), groups * (int(group["size"]) - 1)),
     ):
         pod = template["spec"]
         found.append(
@@ -136,7 +139,7 @@ def _group_workloads(manifest: Mapping[str, Any], endpoint: str | None) -> list[
                 pod=pod,
                 requests=pod_requests(pod),
                 replicas=count,
-                surge=0,
+                surge=surge,
             )
         )
     return found

@@ -270,7 +270,9 @@ def check_group_names(endpoints: Mapping[str, Endpoint]) -> list[Problem]:
             groups = [int(getattr(mooncake.topology, role))]
             if endpoint.canary is not None and endpoint.canary.topology is not None:
                 groups.append(int(getattr(endpoint.canary.topology, role)))
-            longest = max(f"{naming.object_name(set_name, role)}-{max(groups) - 1}" for set_name in sets)
+            # The last index is the roll's surge group: LWS v0.10.0 bursts to replicas + maxSurge groups
+            # (pkg/controllers/leaderworkerset_controller.go rollingUpdateParameters; maxSurge 1 here).
+            longest = max(f"{naming.object_name(set_name, role)}-{max(groups)}" for set_name in sets)
             if len(longest) > STATEFULSET_NAME_MAX:
                 problems.append(
                     Problem(

@@ -10,7 +10,14 @@ from pydantic import AfterValidator, Field
 from pydantic_core import PydanticCustomError
 
 from components.catalog import pins
-from components.render.frameworks import ADAPTERS, ServerInputs, ServerLaunch, flag_name, server_launch
+from components.render.frameworks import (
+    ADAPTERS,
+    DRAIN_SOURCE,
+    ServerInputs,
+    ServerLaunch,
+    flag_name,
+    server_launch,
+)
 from components.render.mooncake_env import ROLE_ENV
 from components.scheduling import CAPACITY_TYPE_LABEL, EFA_PAGE_ENTRY_BUDGET, HUGEPAGE_2MI_BYTES, NODE_GROUP_LABEL
 from components.spec.autoscaling import Autoscaling, Front, served_rules
@@ -506,6 +513,14 @@ class Endpoint(SpecModel):
             name = flag_name(arg)
             if credential is not None:
                 yield credential
+            elif name in owned and owned[name] == DRAIN_SOURCE:
+                yield fail(
+                    "owned_flag",
+                    "{name!r} is rendered by inference-fleet so that the server drains within its pod's grace "
+                    'period (docs/deploying.md, "How a rollout drains"); remove it',
+                    at=f"args[{index}]",
+                    name=name,
+                )
             elif name in owned:
                 yield fail(
                     "owned_flag",

@@ -17,6 +17,7 @@ from fleetctl.plan import SECRET, region_of
 from fleetctl.replacements import (
     NEW_GENERATION,
     NEW_GENERATION_EXEMPT,
+    NO_SURGE,
     PROVIDER_PREFIX,
     ROLLING_RESTART,
     STATEFUL_TYPES,
@@ -36,6 +37,8 @@ TRAFFIC = "traffic only"
 IN_PLACE = "in place"
 CREATED = "create"
 ROLLING_RESTART_VERDICT = "rolling restart"
+OUTAGE_VERDICT = "outage while it rolls"
+"""A roll of a workload without surge (``NO_SURGE``) at one replica: no pod serves until the new one is ready."""
 NEW_GENERATION_VERDICT = "new generation"
 DELETED = "delete"
 REPLACEMENT = "replacement"
@@ -47,6 +50,7 @@ SEVERITY = (
     IN_PLACE,
     CREATED,
     ROLLING_RESTART_VERDICT,
+    OUTAGE_VERDICT,
     NEW_GENERATION_VERDICT,
     DELETED,
     REPLACEMENT,
@@ -445,7 +449,19 @@ def _compare(base: dict[str, Any], head: dict[str, Any], head_by_urn: Mapping[st
     return _Pair(base, head, marked, [reason for _, reason in forcing])
 
 
-def _verdict(action: str, resource_type: str, changes: Sequence[Change], stateful: bool) -> str:
+def _single_pod(inputs: Mapping[str, Any] | None) -> bool:
+    """A workload whose inputs set one replica (an autoscaled one leaves ``spec.replicas`` unset)."""
+    spec = inputs.get("spec") if inputs is not None else None
+    return isinstance(spec, Mapping) and spec.get("replicas") == 1
+
+
+def _verdict(
+    action: str,
+    resource_type: str,
+    changes: Sequence[Change],
+    stateful: bool,
+    inputs: Mapping[str, Any] | None = None,
+) -> str:
     if action == CREATE:
         return CREATED
     if action == DELETE:
@@ -462,7 +478,7 @@ def _verdict(action: str, resource_type: str, changes: Sequence[Change], statefu
         return TRAFFIC
     rolling = [parse_property_path(path) for path in ROLLING_RESTART.get(resource_type, ())]
     if any(_overlaps(prefix, path) for prefix in rolling for path in paths):
-        return ROLLING_RESTART_VERDICT
+        return OUTAGE_VERDICT if resource_type in NO_SURGE and _single_pod(inputs) else ROLLING_RESTART_VERDICT
     generation = [parse_property_path(path) for path in NEW_GENERATION.get(resource_type, ())]
     exempt = [parse_property_path(path) for path in NEW_GENERATION_EXEMPT.get(resource_type, ())]
     if any(
@@ -628,7 +644,7 @@ def diff_plans(base_plan: Mapping[str, Any], head_plan: Mapping[str, Any]) -> Pl
                 type=pair.head["type"],
                 name=pair.head["name"],
                 region=region_of(pair.head, head_by_urn) or GLOBAL,
-                verdict=_verdict(action, pair.head["type"], pair.changes, stateful),
+                verdict=_verdict(action, pair.head["type"], pair.changes, stateful, pair.head["inputs"]),
                 changes=tuple(pair.changes),
                 reasons=tuple(dict.fromkeys(pair.reasons)),
                 notes=notes,

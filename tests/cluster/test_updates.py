@@ -14,7 +14,16 @@ from typing import Any
 import pytest
 
 from fleetctl.cli import main as fleetctl
-from fleetctl.diff.engine import CREATE, DELETE, IN_PLACE, REPLACE, ROLLING_RESTART_VERDICT, TRAFFIC, diff_plans
+from fleetctl.diff.engine import (
+    CREATE,
+    DELETE,
+    IN_PLACE,
+    OUTAGE_VERDICT,
+    REPLACE,
+    ROLLING_RESTART_VERDICT,
+    TRAFFIC,
+    diff_plans,
+)
 from fleetctl.plan import Plan, run_program
 from fleetctl.replacements import is_kubernetes_object
 from fleetctl.stackfile import read_stack_file, stack_path
@@ -23,7 +32,7 @@ from tests.cluster.region import APPLY_FIRST, apply_all, field_manager, reset
 from tests.cluster.stacks import plan_manifests
 from tests.component.programs import example_plan
 
-UPDATES = (IN_PLACE, TRAFFIC, ROLLING_RESTART_VERDICT)
+UPDATES = (IN_PLACE, TRAFFIC, ROLLING_RESTART_VERDICT, OUTAGE_VERDICT)
 EDITS = [
     ("dev", "scale", "assistant", "3"),
     ("dev", "image", "set", "assistant", "vllm/vllm-openai:v0.34.0"),
@@ -133,20 +142,21 @@ def _new_image(manifest: dict[str, Any]) -> None:
 MUTATIONS = {
     # name: (resource type, Pulumi name, change, whether the API server refuses it)
     "deployment-selector": ("kubernetes:apps/v1:Deployment", "us-west-2-assistant", _add_selector_label, True),
-    "statefulset-selector": ("kubernetes:apps/v1:StatefulSet", "us-west-2-chat-pd-prefill", _add_selector_label, True),
+    "statefulset-selector": ("kubernetes:apps/v1:StatefulSet", "us-west-2-kv-cache-store", _add_selector_label, True),
     "statefulset-service-name": (
         "kubernetes:apps/v1:StatefulSet",
-        "us-west-2-chat-pd-prefill",
-        lambda manifest: manifest["spec"].update(serviceName="chat-pd-elsewhere"),
+        "us-west-2-kv-cache-store",
+        lambda manifest: manifest["spec"].update(serviceName="kv-cache-elsewhere"),
         True,
     ),
     "statefulset-pod-management": (
         "kubernetes:apps/v1:StatefulSet",
-        "us-west-2-chat-pd-prefill",
-        lambda manifest: manifest["spec"].update(podManagementPolicy="OrderedReady"),
+        "us-west-2-kv-cache-store",
+        # The master keeps the default, OrderedReady.
+        lambda manifest: manifest["spec"].update(podManagementPolicy="Parallel"),
         True,
     ),
-    "statefulset-claims": ("kubernetes:apps/v1:StatefulSet", "us-west-2-chat-pd-prefill", _claim_template, True),
+    "statefulset-claims": ("kubernetes:apps/v1:StatefulSet", "us-west-2-kv-cache-store", _claim_template, True),
     "service-cluster-ip": (
         "kubernetes:core/v1:Service",
         "us-west-2-assistant",

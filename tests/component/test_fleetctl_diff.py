@@ -32,12 +32,12 @@ NEW_REGION = """\
         gpu:
           instance_types: [g6e.12xlarge]
           min_size: 0
-          max_size: 4
+          max_size: 5
           desired_size: 1
   inference-fleet:endpoints:
 """
 
-RAISE_GPU_MAX_SIZE = ("min_size: 0\n          max_size: 5", "min_size: 0\n          max_size: 6")
+RAISE_GPU_MAX_SIZE = ("min_size: 0\n          max_size: 6", "min_size: 0\n          max_size: 7")
 
 
 @pytest.fixture(scope="module")
@@ -49,7 +49,7 @@ def base_plans(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
 
 @pytest.fixture(scope="module")
 def scaled_dev(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The dev stack with the gpu node group's max_size raised from 5 to 6, planned."""
+    """The dev stack with the gpu node group's max_size raised from 6 to 7, planned."""
     root = tmp_path_factory.mktemp("scaled")
     return plan_directory(edited(root / "stack", "dev", RAISE_GPU_MAX_SIZE), root / "plan")
 
@@ -104,7 +104,7 @@ def test_raising_a_node_groups_max_size_updates_only_its_scaling_config(
             "eks:index:ManagedNodeGroup",
             "us-west-2-gpu",
             "in place",
-            [{"path": "scalingConfig.maxSize", "old": 5, "new": 6, "forces_replacement": False}],
+            [{"path": "scalingConfig.maxSize", "old": 6, "new": 7, "forces_replacement": False}],
         )
     ]
 
@@ -161,8 +161,8 @@ def test_text_output_groups_by_region_with_a_verdict_per_kind(
     assert out.splitlines()[2:] == [
         "us-west-2: 0 to create, 1 to update, 0 to replace, 0 to delete",
         "   ~ update  eks:index:ManagedNodeGroup  us-west-2-gpu  [in place]",
-        "        scalingConfig.maxSize: 5 -> 6",
-        "        scaling: maxSize 5 -> 6: EKS receives min, max and desired together; desired is the group's live "
+        "        scalingConfig.maxSize: 6 -> 7",
+        "        scaling: maxSize 6 -> 7: EKS receives min, max and desired together; desired is the group's live "
         "size, read when `pulumi up` runs and kept within the new [minSize, maxSize], so running nodes stay unless "
         "they lie outside the new bounds",
         "  verdicts:",
@@ -181,7 +181,7 @@ def test_markdown_output_has_a_table_per_region(
     header = lines.index("| | action | type | name | verdict | changes |")
     assert lines[header - 2].startswith("#### us-west-2")
     assert lines[header + 1] == "|---|---|---|---|---|---|"
-    assert "<code>scalingConfig.maxSize</code>: <code>5</code> → <code>6</code>" in lines[header + 2]
+    assert "<code>scalingConfig.maxSize</code>: <code>6</code> → <code>7</code>" in lines[header + 2]
 
 
 def test_json_output_parses_and_is_stable(
@@ -406,4 +406,4 @@ def test_module_runs_as_a_process_with_exit_status_2_for_changes(base_plans: dic
     )
     assert result.returncode == 2, result.stderr
     assert result.stderr == ""
-    assert "scalingConfig.maxSize: 5 -> 6" in result.stdout
+    assert "scalingConfig.maxSize: 6 -> 7" in result.stdout

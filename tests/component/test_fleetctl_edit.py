@@ -190,9 +190,11 @@ ACCEPTED = {
             "-            gpu_count: 1",
             '-            args: [--max-num-seqs, "256"]',
             "-      canary:                       # a second set, chat-pd-canary-*, with 10% of the traffic",
-            "-        image: vllm/vllm-openai:v0.34.0",
+            "-        image: vllm/vllm-openai:v0.33.0     # the release chat-pd runs (the pin): the canary tries "
+            "a topology",
             "-        weight: 10",
-            "-        topology: {prefill: 1, decode: 1}   # its own, so resizing chat-pd leaves it alone",
+            "-        topology: {prefill: 1, decode: 2}   # a second decode behind one prefill; its own, so resizing "
+            "chat-pd leaves it alone",
         ],
     ),
     "scale": ("dev", ["scale", "assistant", "3"], ["-      replicas: 1", "+      replicas: 3"]),
@@ -479,7 +481,7 @@ REFUSED = {
     "scale beyond the node group": (
         "dev",
         ["scale", "assistant", "13"],
-        "regions.us-west-2.node_groups.gpu: cannot hold the 22 pods that can only run on it",
+        "regions.us-west-2.node_groups.gpu: cannot hold the 25 pods that can only run on it",
     ),
     "scale an unknown endpoint": ("dev", ["scale", "nope", "1"], "endpoints.nope: no such endpoint"),
     "topology of an autoscaled role": (

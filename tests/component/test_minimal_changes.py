@@ -176,7 +176,7 @@ def test_a_topology_edit_changes_only_the_role_counts(
     )
     assert summary(entries) == [
         ("update", DEPLOYMENT, "us-west-2-chat-pd-decode", "in place"),
-        ("update", "kubernetes:apps/v1:StatefulSet", "us-west-2-chat-pd-prefill", "in place"),
+        ("update", "kubernetes:apps/v1:Deployment", "us-west-2-chat-pd-prefill", "in place"),
     ]
     by_name = {entry["name"]: entry for entry in entries}
     assert paths(by_name["us-west-2-chat-pd-prefill"]) == {"spec.replicas"}
@@ -196,7 +196,7 @@ def test_a_store_edit_changes_the_config_and_rolls_exactly_the_pods_that_read_it
                 for region in PROD_REGIONS
             ),
             *(
-                ("update", "kubernetes:apps/v1:StatefulSet", f"{region}-chat-prefill", "rolling restart")
+                ("update", "kubernetes:apps/v1:Deployment", f"{region}-chat-prefill", "rolling restart")
                 for region in PROD_REGIONS
             ),
             *(("update", DEPLOYMENT, f"{region}-chat-decode", "rolling restart") for region in PROD_REGIONS),

@@ -27,15 +27,14 @@ CONFIG_MAP = "kubernetes:core/v1:ConfigMap"
 BUDGET = "kubernetes:policy/v1:PodDisruptionBudget"
 POLICY = "kubernetes:networking.k8s.io/v1:NetworkPolicy"
 ACTION = "metadata.annotations['alb.ingress.kubernetes.io/actions.chat-pd-proxy'](json)"
-PINNED = "vllm/vllm-openai:v0.33.0"
-CANARY = "vllm/vllm-openai:v0.34.0"
+CANARY = "123456789012.dkr.ecr.us-west-2.amazonaws.com/vllm-openai:v0.33.0-patch1"
 
 
 def canary_set(action: str, verdict: str) -> list[tuple[str, str, str, str]]:
     """Every object of chat-pd's canary set (disaggregated: prefill, decode, proxy, their policies)."""
     name = f"{REGION}-chat-pd-canary"
     return [
-        (action, STATEFUL_SET, f"{name}-prefill", verdict),
+        (action, DEPLOYMENT, f"{name}-prefill", verdict),
         (action, SERVICE, f"{name}-prefill", verdict),
         (action, BUDGET, f"{name}-prefill", verdict),
         (action, DEPLOYMENT, f"{name}-decode", verdict),
@@ -63,25 +62,16 @@ def test_a_mooncake_canarys_weight_move_changes_only_the_route(
     assert paths(entries[0]) == {f"{ACTION}.forwardConfig.targetGroups[{index}].weight" for index in (0, 1)}
 
 
-def test_promoting_a_mooncake_canary_rolls_the_primarys_image_and_removes_the_canary_set(
+def test_promoting_a_mooncake_canary_of_the_same_image_removes_the_canary_set_and_leaves_the_primary_alone(
     base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """The image of every vLLM role and of the proxy (which runs on the endpoint's image) becomes the
-    canary's; the topology stays the endpoint's (a canary is sized for its share, not for all of it)."""
+    """dev's canary runs the primary's (pinned) release and tries a topology; promotion takes the canary's
+    image, not its topology (a canary is sized for its share, not for all of it), so the primary's roles
+    and proxy keep every field, and only the canary set and its target group go."""
     entries = planned_edit(base_plans, tmp_path, capsys, "dev", "canary", "promote", "chat-pd")
-    primary = [
-        ("update", STATEFUL_SET, f"{REGION}-chat-pd-prefill", "rolling restart"),
-        ("update", DEPLOYMENT, f"{REGION}-chat-pd-decode", "rolling restart"),
-        ("update", DEPLOYMENT, f"{REGION}-chat-pd-proxy", "rolling restart"),
-    ]
     assert summary(entries) == sorted(
-        [*primary, *canary_set("delete", "delete"), ("update", ROUTE, f"{REGION}-chat-pd", "traffic only")]
+        [*canary_set("delete", "delete"), ("update", ROUTE, f"{REGION}-chat-pd", "traffic only")]
     )
-    for entry in entries:
-        if entry["action"] == "update" and entry["type"] != ROUTE:
-            assert [(c["path"], c["old"], c["new"]) for c in entry["changes"]] == [
-                ("spec.template.spec.containers[0].image", PINNED, CANARY)
-            ], entry["name"]
     # The primary's weight back to 100, the canary's target group gone.
     groups = f"{ACTION}.forwardConfig.targetGroups"
     assert paths(route(entries)) == {f"{groups}[0].weight", f"{groups}[1]"}
@@ -102,7 +92,7 @@ def test_a_canary_topology_change_touches_only_the_canary_set(
     entries = planned_edit(
         base_plans, tmp_path, capsys, "dev", "topology", "set", "chat-pd", "--canary", "--prefill", "2"
     )
-    assert summary(entries) == [("update", STATEFUL_SET, f"{REGION}-chat-pd-canary-prefill", "in place")]
+    assert summary(entries) == [("update", DEPLOYMENT, f"{REGION}-chat-pd-canary-prefill", "in place")]
     assert entries[0]["changes"] == [{"path": "spec.replicas", "old": 1, "new": 2, "forces_replacement": False}]
 
 

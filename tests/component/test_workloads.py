@@ -68,7 +68,7 @@ def test_a_mooncake_endpoint_registers_roles_proxy_store_and_policies_in_each_re
             ("kubernetes:core/v1:ConfigMap", "us-east-1-chat-mooncake"),
             ("kubernetes:apps/v1:StatefulSet", "us-east-1-chat-store"),
             ("kubernetes:core/v1:Service", "us-east-1-chat-store"),
-            ("kubernetes:apps/v1:StatefulSet", "us-east-1-chat-prefill"),
+            ("kubernetes:apps/v1:Deployment", "us-east-1-chat-prefill"),
             ("kubernetes:core/v1:Service", "us-east-1-chat-prefill"),
             ("kubernetes:policy/v1:PodDisruptionBudget", "us-east-1-chat-prefill"),
             ("kubernetes:keda.sh/v1alpha1:ScaledObject", "us-east-1-chat-prefill"),
@@ -91,7 +91,7 @@ def test_a_mooncake_endpoint_registers_roles_proxy_store_and_policies_in_each_re
 def test_the_cold_tier_child_names_the_regions_own_bucket_under_the_endpoints_prefix() -> None:
     plan = example_plan("prod")
     for region in ("us-east-1", "eu-west-1"):
-        prefill = named(plan, "kubernetes:apps/v1:StatefulSet", f"{region}-chat-prefill")
+        prefill = named(plan, "kubernetes:apps/v1:Deployment", f"{region}-chat-prefill")
         args = prefill["inputs"]["spec"]["template"]["spec"]["containers"][0]["args"]
         config = json.loads(args[args.index("--kv-transfer-config") + 1])
         cold = config["kv_connector_extra_config"]["connectors"][-1]
@@ -192,7 +192,7 @@ def test_the_example_stacks_run_every_mooncake_mode() -> None:
         if manifest["inputs"]["metadata"]["labels"].get("app.kubernetes.io/component") == "store"
     }
     assert store_configs == {"chat-mooncake", "kv-cache-mooncake"}  # both (prod) and store (dev) carry a store
-    assert named(example_plan("dev"), "kubernetes:apps/v1:StatefulSet", "us-west-2-chat-pd-prefill")  # disaggregated
+    assert named(example_plan("dev"), "kubernetes:apps/v1:Deployment", "us-west-2-chat-pd-prefill")  # disaggregated
 
 
 def test_the_route_of_a_gated_endpoint_waits_for_its_gates_rollout(tmp_path: Path) -> None:

@@ -17,6 +17,29 @@ Their shapes come from vLLM 0.33.0 (vllm/distributed/kv_transfer/kv_connector/v1
   engine, then pulls the transfer from that engine's worker; under the default
   ``kv_load_failure_policy`` "fail" a failed load is an error (vLLM: 500 Internal server error).
 
+Sampling as vLLM 0.33.0 does it, as far as the proxy can tell: ``min_tokens`` above ``max_tokens`` is
+refused 400 (vllm/sampling_params.py, ``_verify_args``); a completion whose prompt is ``EOS_PROMPT``
+samples EOS first unless ``min_tokens`` masks it (v1/sample/logits_processor/builtin.py,
+``MinTokensLogitsProcessor``), and a prefill so stopped (``check_stop``, v1/core/sched/utils.py:
+``FINISHED_STOPPED``) keeps no KV (mooncake_connector.py, ``request_finished`` keeps it only for
+``FINISHED_LENGTH_CAPPED``); a prefill's one token "x" ends on a stop string "x" ("stop", its KV kept:
+the engine capped it at its length first). ``n`` > 1 and a list of prompts make several engine
+requests under the one transfer id (v1/engine/parallel_sampling.py, completion/serving.py): the
+prefill keeps one transfer for them and the decode pulls it once per engine request, so every pull but
+the first fails. Both stand-ins serve the routes the proxy forwards unsplit: ``GET /v1/models``
+(models/api_router.py), ``POST /tokenize`` and ``/detokenize`` (serve/tokenize/api_router.py),
+``POST /v1/responses``, the ``/v1`` ones behind the key as vLLM's ``AuthenticationMiddleware`` guards
+them (serve/middleware/authenticate.py, ``GUARDED_PREFIX``).
+
+SIGUSR2 toggles a stalled ``/health`` (it answers after ``STALL_SECONDS``: a saturated server) while
+completions are served as before. SIGTERM drains as vLLM 0.33.0 does with ``--shutdown-timeout``
+(entrypoints/launchers/launcher.py ``handle_shutdown``: the engine client drains first, the HTTP server
+stops only after): the server goes on accepting and ``/health`` on answering 200 (the engine is alive),
+but the engine refuses every new request (v1/engine/core.py ``_reject_add_in_shutdown``: finished
+``FinishReason.ABORT``, answered 200 with finish_reason "abort"); the requests in flight finish, a
+prefill keeps its bootstrap server and side channel until the KV of its finished requests is pulled
+(the engine steps while it has them), then every connection closes and the process exits.
+
 A streamed decode whose prompt is ``HOLD_PROMPT`` sends its first event, then holds the stream
 open (an SSE comment every 100 ms, up to ``HOLD_SECONDS``) until the proxy goes away: a long
 generation whose client leaves mid-stream.
@@ -42,6 +65,19 @@ from typing import Any
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
 HOLD_PROMPT = "hold the stream"
 HOLD_SECONDS = 30.0
+EOS_PROMPT = "say nothing"
+SLOW_PROMPT = "take your time"
+"""A streamed decode of this prompt sends an event every ``SLOW_EVENT_SECONDS`` (a long generation)."""
+SLOW_EVENT_SECONDS = 0.1
+SLOW_EVENTS = 15
+STALL_SECONDS = 3.0
+"""Longer than the proxy's 2 s probe timeout."""
+KEEP_KV_SECONDS = 10.0
+"""How long a draining prefill waits for its KV to be pulled (vLLM: VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT)."""
+DRAIN_SECONDS = 1.0
+"""A drain lasts at least this long: some generation is always in flight on a busy server."""
+STATE = {"stalled": False, "draining": False, "in_flight": 0}
+STATE_LOCK = threading.Lock()
 
 
 class Handler(BaseHTTPRequestHandler):
@@ -71,21 +107,143 @@ class Handler(BaseHTTPRequestHandler):
     def refuse(self, message: str) -> None:
         self.send_json(422, {"error": {"message": f"stand-in: {message}", "code": 422}})
 
+    def vllm_error(self, status: int, message: str) -> None:
+        """vLLM's ErrorResponse (entrypoints/serve/engine/protocol.py)."""
+        kind = "BadRequestError" if status == 400 else "InternalServerError"
+        self.send_json(status, {"error": {"message": message, "type": kind, "param": None, "code": status}})
 
-class VllmServer(Handler):
-    """What prefill and decode stand-ins share with vLLM's server: /health, and completions
-    refused at an unknown path or without the key."""
+
+def aborted(handler: Handler, body: dict[str, Any], chat: bool) -> bool:
+    """While draining: the engine refused the request (its answer says so, as vLLM's does); else False."""
+    if not STATE["draining"]:
+        return False
+    if not body.get("stream"):
+        handler.send_json(200, answer(body, "", "abort", chat))
+        return True
+    handler.send_response(200)
+    handler.send_header("Content-Type", "text/event-stream")
+    handler.send_header("Connection", "close")
+    handler.end_headers()
+    chunk = {"model": body.get("model"), "choices": [{"index": 0, "text": "", "finish_reason": "abort"}]}
+    handler.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
+    handler.close_connection = True
+    return True
+
+
+def sampling_error(body: dict[str, Any]) -> str | None:
+    """What vLLM 0.33.0's SamplingParams._verify_args says of the token limits (sampling_params.py)."""
+    limit = body.get("max_completion_tokens", body.get("max_tokens"))
+    low = body.get("min_tokens") or 0
+    if limit is not None and low > limit:
+        return f"min_tokens must be less than or equal to max_tokens={limit}, got {low}."
+    return None
+
+
+def engine_requests(body: dict[str, Any]) -> int:
+    """How many engine requests vLLM makes of the request: ``n`` per prompt."""
+    prompt = body.get("prompt")
+    prompts = len(prompt) if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else 1
+    return prompts * int(body.get("n") or 1)
+
+
+def prompt_text(body: dict[str, Any]) -> str:
+    if "messages" in body:
+        return str(body["messages"][-1]["content"])
+    return str(body.get("prompt"))
+
+
+def answer(body: dict[str, Any], text: str, finish: str, chat: bool) -> dict[str, Any]:
+    """A whole completion as vLLM answers one (completion/protocol.py, chat_completion/protocol.py)."""
+    choice: dict[str, Any] = {"index": 0, "logprobs": None, "finish_reason": finish, "stop_reason": None}
+    if chat:
+        choice["message"] = {"role": "assistant", "content": text}
+    else:
+        choice["text"] = text
+    usage = {"prompt_tokens": 3, "completion_tokens": 1, "total_tokens": 4}
+    kind = "chat.completion" if chat else "text_completion"
+    return {"id": "cmpl-standin", "object": kind, "created": 1, "model": body.get("model"), "choices": [choice]} | {
+        "usage": usage,
+        "kv_transfer_params": None,
+    }
+
+
+class Counted(BaseHTTPRequestHandler):
+    """Counts the requests being answered (``STATE["in_flight"]``): a connection kept alive between two
+    requests holds none, so a drain waits for requests, not for idle connections."""
+
+    counted = False
+
+    def parse_request(self) -> bool:
+        parsed = super().parse_request()
+        if parsed:
+            with STATE_LOCK:
+                STATE["in_flight"] += 1
+            self.counted = True
+        return parsed
+
+    def handle_one_request(self) -> None:
+        self.counted = False
+        try:
+            super().handle_one_request()
+        finally:
+            if self.counted:
+                with STATE_LOCK:
+                    STATE["in_flight"] -= 1
+
+
+def answered_in_flight() -> None:
+    """Returns once the requests in flight are answered, ``DRAIN_SECONDS`` at the soonest (a generation
+    of another client's is in flight on a busy server, and a request that came before the signal is
+    counted by then)."""
+    time.sleep(DRAIN_SECONDS)
+    while STATE["in_flight"] > 0:
+        time.sleep(0.02)
+
+
+class VllmServer(Counted, Handler):
+    """What prefill and decode stand-ins share with vLLM's server: /health, the routes that need no KV,
+    and completions refused at an unknown path or without the key."""
 
     def do_GET(self) -> None:
-        self.send_json(200 if self.path == "/health" else 404, {})
+        if self.path == "/health":
+            if STATE["stalled"]:
+                time.sleep(STALL_SECONDS)
+            self.send_json(200, {})
+        elif self.path == "/v1/models" and self.authorized():
+            self.send_json(200, {"object": "list", "data": [{"id": "Qwen/Qwen3-8B", "object": "model"}]})
+        elif self.path != "/v1/models":
+            self.send_json(404, {"detail": "Not Found"})
+
+    def unsplit(self) -> bool:
+        """Answers a POST route that needs no KV; False when the path is a completion's."""
+        if self.path in COMPLETION_PATHS:
+            return False
+        if self.path.startswith("/v1") and not self.authorized():
+            return True
+        body = self.body()
+        if self.path == "/tokenize":
+            self.send_json(200, {"count": 2, "max_model_len": 32768, "tokens": [9707, 1879], "token_strs": None})
+        elif self.path == "/detokenize":
+            self.send_json(200, {"prompt": "hello" if body.get("tokens") else ""})
+        elif self.path == "/v1/responses":
+            self.send_json(200, {"object": "response", "status": "completed", "output_text": "unsplit"})
+        else:
+            self.send_json(404, {"detail": "Not Found"})
+        return True
 
     def completion_request(self) -> Any:
-        """The body of an authorized completion request, or None once the refusal is sent."""
-        if self.path not in COMPLETION_PATHS:
-            self.send_json(404, {})
+        """The body of an authorized completion request, or None once the answer is sent."""
+        if self.unsplit():
             return None
         body = self.body()
-        return body if self.authorized() else None
+        if not self.authorized():
+            return None
+        if failure := sampling_error(body):
+            self.vllm_error(400, failure)
+            return None
+        if aborted(self, body, self.path == "/v1/chat/completions"):
+            return None
+        return body
 
 
 class Prefill:
@@ -123,9 +281,14 @@ def prefill_handlers(prefill: Prefill) -> tuple[type[Handler], type[Handler], ty
             elif self.headers.get("X-data-parallel-rank") != "0":
                 self.refuse("no data-parallel rank")
             else:
-                with prefill.lock:
-                    prefill.transfers[transfer_id] = prefill.engine_id
-                self.send_json(200, {"object": "text_completion", "choices": [{"index": 0, "text": "x"}]})
+                eos = prompt_text(body) == EOS_PROMPT and not body.get("min_tokens")
+                stopped = eos or "x" in (body.get("stop") or [])
+                if not eos:  # FINISHED_LENGTH_CAPPED: the KV is kept for the decoder
+                    with prefill.lock:
+                        prefill.transfers[transfer_id] = prefill.engine_id
+                text = "" if stopped else "x"
+                finish = "stop" if stopped else "length"
+                self.send_json(200, answer(body, text, finish, self.path == "/v1/chat/completions"))
 
     class Bootstrap(Handler):
         def do_GET(self) -> None:
@@ -181,9 +344,10 @@ class Decode(VllmServer):
         else:
             worker = entry["worker_addr"]["0"]["0"].removeprefix("tcp://")
             transfer = urllib.parse.quote(params["transfer_id"])
-            status, pulled = get_json(f"http://{worker}/pull?transfer_id={transfer}")
-            if status != 200 or pulled["engine_id"] != engine_id:
-                failure = f"transfer {params['transfer_id']} failed: {status}"
+            for _ in range(engine_requests(body)):  # each engine request pulls the one transfer id
+                status, pulled = get_json(f"http://{worker}/pull?transfer_id={transfer}")
+                if status != 200 or pulled["engine_id"] != engine_id:
+                    failure = f"transfer {params['transfer_id']} failed: {status}"
         error = {"error": {"message": failure, "type": "InternalServerError", "code": 500}}
         kv = {"engine_id": engine_id, "bootstrap": bootstrap, "transfer_id": params["transfer_id"]}
         if not body.get("stream"):
@@ -203,12 +367,19 @@ class Decode(VllmServer):
         for index, text in enumerate(() if failure else ("de", "co", "ded")):
             first = kv if index == 0 else None
             events.append({"model": body.get("model"), "choices": [{"index": 0, "text": text}], "kv": first})
+        if events and body.get("prompt") == SLOW_PROMPT:
+            events[1:-1] = (
+                events[1:-1]
+                + [{"model": body.get("model"), "choices": [{"index": 0, "text": ""}], "kv": None}] * SLOW_EVENTS
+            )
         for event in events:
             self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
             self.wfile.flush()
             if body.get("prompt") == HOLD_PROMPT:
                 self.hold()
                 return
+            if body.get("prompt") == SLOW_PROMPT:
+                time.sleep(SLOW_EVENT_SECONDS)
         self.wfile.write(b"data: [DONE]\n\n")
         self.close_connection = True
 
@@ -225,8 +396,22 @@ class Decode(VllmServer):
             pass
 
 
-def serve(server: ThreadingHTTPServer) -> None:
+def serve(server: ThreadingHTTPServer) -> ThreadingHTTPServer:
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+def toggle_stall(*_: Any) -> None:
+    STATE["stalled"] = not STATE["stalled"]
+
+
+def drain(prefill: Prefill | None) -> None:
+    """vLLM's drain (STATE["draining"] set: new requests refused): the requests in flight finish and a
+    prefill's KV is pulled; then the process exits, closing every connection."""
+    answered_in_flight()
+    deadline = time.monotonic() + KEEP_KV_SECONDS
+    while prefill is not None and prefill.transfers and time.monotonic() < deadline:
+        time.sleep(0.02)
 
 
 def main() -> None:
@@ -237,6 +422,7 @@ def main() -> None:
     parser.add_argument("--bootstrap-port", type=int)
     arguments = parser.parse_args()
     handler: type[Handler] = Decode
+    prefill = None
     if arguments.role == "prefill":
         prefill = Prefill(arguments.host)
         handler, bootstrap, side_channel = prefill_handlers(prefill)
@@ -246,12 +432,15 @@ def main() -> None:
         serve(ThreadingHTTPServer((arguments.host, arguments.bootstrap_port), bootstrap))
         signal.signal(signal.SIGUSR1, prefill.restart_in_place)
     serve(ThreadingHTTPServer((arguments.host, arguments.port), handler))
+    signal.signal(signal.SIGUSR2, toggle_stall)
+    signal.signal(signal.SIGTERM, lambda *_: STATE.update(draining=True))
     print("serving", flush=True)
-    # Until SIGTERM's default action ends the process. Not signal.pause(): the kernel may hand SIGUSR1 to
-    # a server thread, which leaves the main thread paused and the Python handler never run; a short
-    # sleep lets the main thread run it within 50 ms wherever the signal landed.
-    while True:
+    # Until SIGTERM. Not signal.pause(): the kernel may hand a signal to a server thread, which leaves the
+    # main thread paused and the Python handler never run; a short sleep lets the main thread run it
+    # within 50 ms wherever the signal landed.
+    while not STATE["draining"]:
         time.sleep(0.05)
+    drain(prefill)
 
 
 if __name__ == "__main__":

@@ -17,12 +17,15 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import urllib.error
 import urllib.request
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tests.e2e.pd_standins import EOS_PROMPT, SLOW_PROMPT
 
 PREFILL_A = "127.0.0.11"
 PREFILL_B = "127.0.0.12"
@@ -112,6 +115,91 @@ class Scene:
             self.stop(name)
 
 
+def call(url: str, payload: Any = None, method: str = "POST") -> dict[str, Any]:
+    """One request: its status and its body (JSON when it is, else the events' data lines)."""
+    data = None if payload is None else json.dumps(payload).encode()
+    request = urllib.request.Request(url, data=data, method=method, headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as response:
+            status, text = response.status, response.read().decode()
+    except urllib.error.HTTPError as failure:
+        status, text = failure.code, failure.read().decode()
+    try:
+        return {"status": status, "body": json.loads(text)}
+    except ValueError:
+        events = [line.removeprefix("data: ") for line in text.splitlines() if line.startswith("data: ")]
+        return {"status": status, "events": [event if event == "[DONE]" else json.loads(event) for event in events]}
+
+
+def shapes(scene: Scene) -> dict[str, Any]:
+    """Request shapes a client sends that one prefill and one decode answer differently from vLLM alone."""
+    url = f"{scene.proxy_url}/v1/completions"
+    base = {"model": "Qwen/Qwen3-8B", "max_tokens": 8, "prompt": "hello"}
+    chat = {"model": "Qwen/Qwen3-8B", "max_tokens": 8, "messages": [{"role": "user", "content": EOS_PROMPT}]}
+    stream = {"stream": True, "stream_options": {"include_usage": True}}
+    return {
+        "eos_first": call(url, {**base, "prompt": EOS_PROMPT}),
+        "eos_first_chat": call(f"{scene.proxy_url}/v1/chat/completions", chat),
+        "min_tokens": call(url, {**base, "min_tokens": 4}),
+        "stop_string": call(url, {**base, "stop": ["x"]}),
+        "stop_string_stream": call(url, {**base, "stop": ["x"], **stream}),
+        "stop_string_chat_stream": call(f"{scene.proxy_url}/v1/chat/completions", {**chat, "stop": ["x"], **stream}),
+        "n": call(url, {**base, "n": 2}),
+        "prompts": call(url, {**base, "prompt": ["hello", "world"]}),
+        "one_prompt_in_a_list": call(url, {**base, "prompt": ["hello"]}),
+        "token_ids": call(url, {**base, "prompt": [9707, 1879]}),
+        "models": call(f"{scene.proxy_url}/v1/models", method="GET"),
+        "tokenize": call(f"{scene.proxy_url}/tokenize", {"model": "Qwen/Qwen3-8B", "prompt": "hello"}),
+        "detokenize": call(f"{scene.proxy_url}/detokenize", {"model": "Qwen/Qwen3-8B", "tokens": [9707]}),
+        "responses": call(f"{scene.proxy_url}/v1/responses", {"model": "Qwen/Qwen3-8B", "input": "hello"}),
+        "sleep": call(f"{scene.proxy_url}/sleep", {}),
+        "lora": call(f"{scene.proxy_url}/v1/load_lora_adapter", {"lora_name": "x", "lora_path": "/x"}),
+    }
+
+
+def stalled(scene: Scene, seconds: float, addresses: list[str]) -> dict[str, Any]:
+    """``addresses``' /health stalls for ``seconds`` (SIGUSR2 each way) while requests go on: what the
+    proxy's /health answered meanwhile and how many requests failed."""
+    for address in addresses:
+        scene.processes[address].send_signal(signal.SIGUSR2)
+    started, statuses, failed, requests = time.monotonic(), [], [], 0
+    while time.monotonic() - started < seconds:
+        statuses.append(scene.health())
+        answer = scene.request()
+        requests += 1
+        if answer["status"] != 200:
+            failed.append(answer)
+        time.sleep(0.1)
+    for address in addresses:
+        scene.processes[address].send_signal(signal.SIGUSR2)
+    first_503 = statuses.index(503) if 503 in statuses else None
+    return {"statuses": sorted(set(statuses)), "requests": requests, "failed": failed[:3], "first_503": first_503}
+
+
+def drained(scene: Scene) -> dict[str, Any]:
+    """SIGTERM to the proxy while a long stream is in flight: the stream ends whole, the proxy refuses
+    new connections meanwhile, and exits."""
+    payload = {"model": "Qwen/Qwen3-8B", "max_tokens": 8, "prompt": SLOW_PROMPT, "stream": True}
+    result: dict[str, Any] = {}
+
+    def long_stream() -> None:
+        result["stream"] = call(f"{scene.proxy_url}/v1/completions", payload)
+
+    reader = threading.Thread(target=long_stream)
+    reader.start()
+    time.sleep(0.5)  # the stream has started
+    proxy = scene.processes["proxy"]
+    signalled = time.monotonic()
+    proxy.send_signal(signal.SIGTERM)
+    time.sleep(0.2)
+    result["health_while_draining"] = scene.health()
+    reader.join()
+    result["exit"] = proxy.wait(timeout=30)
+    result["exit_seconds"] = round(time.monotonic() - signalled, 3)
+    scene.processes.pop("proxy")
+    return result
+
+
 def get(url: str) -> tuple[int, Any]:
     try:
         with urllib.request.urlopen(url, timeout=5) as response:
@@ -187,6 +275,13 @@ def scenario(scene: Scene) -> dict[str, Any]:
     out["first"] = scene.request()
     out["first_stream"] = scene.request(stream=True, chat=True)
     out["health_after_two"] = get(f"{scene.proxy_url}/health")[1]
+    out["detail"] = get(f"http://127.0.0.1:{scene.spec['metrics_port']}/health")[1]
+    out["shapes"] = shapes(scene)
+    # Both roles' /health slower than the probe's timeout: shorter than the misses that take a peer
+    # out, then longer.
+    out["stall"] = stalled(scene, 6.0, [DECODE, PREFILL_A])
+    out["long_stall"] = stalled(scene, 20.0, [DECODE])
+    wait_until(lambda: scene.health() == 200, "proxy ready after the stall")
 
     # A restart the refresh has not seen yet (SIGUSR1: new engine id, old transfers gone).
     right_after_a_refresh(scene, PREFILL_A)
@@ -276,12 +371,13 @@ def scenario(scene: Scene) -> dict[str, Any]:
         "request": scene.request(),
     }
     out["proxy_alive"] = scene.processes["proxy"].poll() is None
+    out["drain"] = drained(scene)
     return out
 
 
 def main() -> None:
     """argv: a JSON object: proxy {argv, env}, path (PATH for the proxy), prefill_service,
-    decode_host, port, bootstrap_port, proxy_port, api_key."""
+    decode_host, port, bootstrap_port, proxy_port, metrics_port, api_key."""
     scene = Scene(json.loads(sys.argv[1]))
     result = reported(scene.logs, lambda: scenario(scene), scene.close)
     result["proxy_log"] = (scene.logs / "proxy.log").read_text()

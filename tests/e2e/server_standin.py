@@ -6,6 +6,10 @@ every other request is echoed as JSON (method, path, query, body, headers) with 
 path ``/status/<code>`` names (200 otherwise) and a header ``X-Standin: echo``; ``GET /gzip`` answers
 a text gzip-compressed when the request accepts gzip, plain otherwise.
 
+SIGTERM drains as vLLM 0.33.0 does with ``--shutdown-timeout`` (tests/e2e/pd_standins.py says how):
+the server goes on accepting, answers a new completion finish_reason "abort", finishes the requests in
+flight, then exits.
+
 Standard library only, so the gate is tested against another HTTP implementation than its own.
 """
 
@@ -14,20 +18,24 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import signal
 import threading
 import time
 import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from tests.e2e.pd_standins import Counted, answered_in_flight
+
 HOLD_PROMPT = "hold the stream"
 HOLD_SECONDS = 30.0
 CUT = {"streams": 0}
+DRAINING = threading.Event()
 LOCK = threading.Lock()
 
 
 def handler(health_path: str) -> type[BaseHTTPRequestHandler]:
-    class Server(BaseHTTPRequestHandler):
+    class Server(Counted, BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, format: str, *args: Any) -> None:
@@ -90,6 +98,8 @@ def handler(health_path: str) -> type[BaseHTTPRequestHandler]:
                 return self.echo()
             raw = self.body()
             request = json.loads(raw)
+            if DRAINING.is_set():  # the engine refuses it (v1/engine/core.py, _reject_add_in_shutdown)
+                return self.send_json(200, {"choices": [{"text": "", "finish_reason": "abort"}]})
             if not request.get("stream"):
                 return self.send_json(200, {"choices": [{"text": "hello back"}]})
             self.send_response(200)
@@ -130,7 +140,11 @@ def main() -> None:
     arguments = parser.parse_args()
     server = ThreadingHTTPServer((arguments.host, arguments.port), handler(arguments.health_path))
     server.daemon_threads = True
-    server.serve_forever()
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    signal.signal(signal.SIGTERM, lambda *_: DRAINING.set())
+    while not DRAINING.wait(0.05):  # the main thread runs the handler wherever the signal landed
+        pass
+    answered_in_flight()
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ import pytest
 
 from components.render.mooncake import mooncake_objects
 from components.render.placement import PlacedEndpoint
-from components.render.proxy import PROGRAM_DIR, PROGRAM_FILE, PROXY_PORT, REFRESH_SECONDS
+from components.render.proxy import PROGRAM_DIR, PROGRAM_FILE, PROXY_METRICS_PORT, PROXY_PORT, REFRESH_SECONDS
 from tests.e2e.namespace import run_driver
 from tests.unit.stack_builders import mooncake_endpoint, placed_endpoint, stack_config
 
@@ -74,6 +74,7 @@ def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "port": PORT,
         "bootstrap_port": 8998,
         "proxy_port": PROXY_PORT,
+        "metrics_port": PROXY_METRICS_PORT,
         "api_key": ADMIN_KEY,
     }
     return run_driver("tests.e2e.proxy_driver", json.dumps(spec), mount=True, timeout=240)
@@ -85,8 +86,7 @@ pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs u
 def test_the_proxy_serves_once_one_listed_prefill_pod_and_decode_answer(scenario: dict[str, Any]) -> None:
     """One of the two pods the prefill Service lists never starts: the proxy serves with the other."""
     assert scenario["ready_seconds"] <= RECOVERY_SECONDS
-    engines = {"127.0.0.11": {"0": scenario["first_engine"]}}
-    assert scenario["health"] == {"prefill": engines, "decode": True, "answered": 0}
+    assert scenario["health"] == {"prefill": 1, "decode": True, "answered": 0}
     assert scenario["first"] == {
         "status": 200,
         "engine_id": scenario["first_engine"],
@@ -152,3 +152,95 @@ def test_health_follows_decode_down_and_back(scenario: dict[str, Any]) -> None:
     assert back["ready_seconds"] <= RECOVERY_SECONDS
     assert back["request"]["status"] == 200
     assert scenario["proxy_alive"]
+
+
+def test_the_health_the_load_balancer_reads_names_no_pod_and_no_engine(scenario: dict[str, Any]) -> None:
+    """The serving port's /health is reachable through the ALB: how many engines serve, not where; the
+    prefill pods' addresses and engine ids are on the metrics port (open to the region's Prometheus)."""
+    assert scenario["health_after_two"] == {"prefill": 1, "decode": True, "answered": 2}
+    engines = {"127.0.0.11": {"0": scenario["first_engine"]}}
+    assert scenario["detail"] == {"prefill": engines, "decode": True, "answered": 2}
+
+
+def decoded(answer: dict[str, Any]) -> bool:
+    """Whether decode answered (its stand-in names the KV it pulled)."""
+    return answer["status"] == 200 and "kv" in answer["body"]
+
+
+def test_a_prompt_whose_first_token_is_eos_is_decoded(scenario: dict[str, Any]) -> None:
+    """Without min_tokens 1 the prefill samples EOS, finishes FINISHED_STOPPED and keeps no KV, and the
+    decoder's pull fails (vLLM: after VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT, 480 s, then 500)."""
+    shapes = scenario["shapes"]
+    assert decoded(shapes["eos_first"]), shapes["eos_first"]
+    assert decoded(shapes["eos_first_chat"]), shapes["eos_first_chat"]
+
+
+def test_the_clients_min_tokens_reaches_decode_not_the_prefill(scenario: dict[str, Any]) -> None:
+    """vLLM refuses min_tokens above max_tokens; the prefill's max_tokens is 1."""
+    assert decoded(scenario["shapes"]["min_tokens"]), scenario["shapes"]["min_tokens"]
+
+
+def test_a_prefill_finished_on_a_stop_string_is_the_answer(scenario: dict[str, Any]) -> None:
+    """The prefill's one token ends the generation: its answer is the client's, streamed as vLLM streams
+    it when the client asked for a stream (a chunk, the usage asked for, [DONE])."""
+    shapes = scenario["shapes"]
+    plain = shapes["stop_string"]
+    assert plain["status"] == 200
+    assert "kv" not in plain["body"]
+    assert [(c["text"], c["finish_reason"]) for c in plain["body"]["choices"]] == [("", "stop")]
+    events = shapes["stop_string_stream"]["events"]
+    assert events[-1] == "[DONE]"
+    assert [event["object"] for event in events[:-1]] == ["text_completion", "text_completion"]
+    assert events[0]["choices"][0]["finish_reason"] == "stop"
+    assert (events[1]["choices"], events[1]["usage"]["completion_tokens"]) == ([], 1)
+    chat = shapes["stop_string_chat_stream"]["events"]
+    assert chat[0]["object"] == "chat.completion.chunk"
+    assert chat[0]["choices"][0]["delta"] == {"role": "assistant", "content": ""}
+    assert chat[-1] == "[DONE]"
+
+
+def test_several_engine_requests_under_one_transfer_are_refused_naming_the_field(scenario: dict[str, Any]) -> None:
+    """vLLM fans n > 1 and a list of prompts out into engine requests under the one transfer id."""
+    shapes = scenario["shapes"]
+    assert shapes["n"]["status"] == 400
+    assert shapes["n"]["body"]["error"]["message"].startswith("n is 2:")
+    assert shapes["prompts"]["status"] == 400
+    assert shapes["prompts"]["body"]["error"]["message"].startswith("prompt holds 2 prompts")
+    assert decoded(shapes["one_prompt_in_a_list"])
+    assert decoded(shapes["token_ids"])  # a list of token ids is one prompt
+
+
+def test_the_routes_that_need_no_prefill_go_to_decode_with_the_key(scenario: dict[str, Any]) -> None:
+    """The role servers require the admin key on /v1 (vLLM's GUARDED_PREFIX) and only the proxy has it."""
+    shapes = scenario["shapes"]
+    assert shapes["models"] == {
+        "status": 200,
+        "body": {"object": "list", "data": [{"id": "Qwen/Qwen3-8B", "object": "model"}]},
+    }
+    assert shapes["tokenize"]["body"]["tokens"] == [9707, 1879]
+    assert shapes["detokenize"]["body"] == {"prompt": "hello"}
+    assert shapes["responses"]["body"]["output_text"] == "unsplit"
+    assert shapes["sleep"]["status"] == 404  # an operator's route of vLLM's, not a client's
+    assert shapes["lora"]["status"] == 404
+
+
+def test_a_stalled_health_keeps_the_proxy_serving_until_several_probes_missed(scenario: dict[str, Any]) -> None:
+    """Both roles answer /health later than the probe's timeout for two probes: the proxy stays ready and
+    every request is answered; stalled for longer, decode is taken out."""
+    stall = scenario["stall"]
+    assert stall["statuses"] == [200]
+    assert (stall["failed"], stall["requests"] > 10) == ([], True)
+    long = scenario["long_stall"]
+    assert 503 in long["statuses"]
+    assert long["first_503"] is not None
+    assert long["first_503"] > 0
+
+
+def test_sigterm_finishes_the_stream_in_flight_refusing_new_connections(scenario: dict[str, Any]) -> None:
+    drain = scenario["drain"]
+    events = drain["stream"]["events"]
+    assert (drain["stream"]["status"], events[-1]) == (200, "[DONE]")
+    assert "".join(event["choices"][0]["text"] for event in events[:-1]) == "decoded"
+    assert drain["health_while_draining"] == 0  # refused: readiness fails, the pod leaves its Service
+    assert drain["exit"] == 0
+    assert 1.0 < drain["exit_seconds"] < 10  # it waited for the stream (1.5 s), not for --drain-seconds

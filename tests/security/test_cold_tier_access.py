@@ -119,11 +119,11 @@ class Tier:
 @cache
 def tier(region: str) -> Tier:
     plan = example_plan("prod")
-    pod = pod_spec(plan, "StatefulSet", f"{region}-{ENDPOINT}-prefill")
+    pod = pod_spec(plan, "Deployment", f"{region}-{ENDPOINT}-prefill")
     rendered = object_tier(pod)
     assert rendered is not None
     bucket = rendered["store_config"]["bucket"]
-    namespace = named(plan, "kubernetes:apps/v1:StatefulSet", f"{region}-{ENDPOINT}-prefill")["inputs"]["metadata"][
+    namespace = named(plan, "kubernetes:apps/v1:Deployment", f"{region}-{ENDPOINT}-prefill")["inputs"]["metadata"][
         "namespace"
     ]
     role, policy = identity_policy(plan, region, namespace, pod["serviceAccountName"])
@@ -317,7 +317,7 @@ FORBIDDEN: dict[str, Callable[[Tier], Check]] = {
 
 def simulation(t: Tier, check: Check, policy: dict[str, Any] | None = None) -> dict[str, Any]:
     action, resource, context = check
-    principal = f"arn:aws:sts::{ACCOUNT}:assumed-role/{t.role}/eks-inference-{ENDPOINT}-prefill-0"
+    principal = f"arn:aws:sts::{ACCOUNT}:assumed-role/{t.role}/eks-inference-{ENDPOINT}-prefill-7b9c4d5f6-x2k8q"
     request_context = {
         **context,
         "aws:PrincipalArn": f"arn:aws:iam::{ACCOUNT}:role/{t.role}",

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from components.naming import MAX_ENDPOINT_NAME_LENGTH
 from components.render.autoscaling import PAUSED_REPLICAS
 from components.render.classic import classic_objects
+from components.render.drain import SERVER_DRAIN_SECONDS
 from components.render.frameworks import ADAPTERS, Adapter
 from components.render.kube import quantity
 from components.render.placement import PlacedEndpoint
@@ -72,6 +73,8 @@ def test_vllm_serves_the_synced_weights_and_translates_the_engine_record() -> No
         "--max-num-seqs",
         "64",
         "--no-enable-prefix-caching",
+        "--shutdown-timeout",  # drain, not abort, on SIGTERM (components/render/drain.py)
+        str(SERVER_DRAIN_SECONDS),
         "--dtype",
         "bfloat16",
     ]
@@ -163,6 +166,7 @@ def test_triton_serves_its_model_repository_and_checks_kserve_health() -> None:
         "--metrics-port=8002",
         "--http-port=8000",
         "--metrics-config=histogram_latencies=true",  # the TTFT histogram the scalers read
+        f"--exit-timeout-secs={SERVER_DRAIN_SECONDS}",  # how long it finishes in-flight inferences on SIGTERM
     ]
     assert {"name": "metrics", "containerPort": 8002, "protocol": "TCP"} in container["ports"]
     assert container["readinessProbe"]["httpGet"]["path"] == "/v2/health/ready"

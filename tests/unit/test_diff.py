@@ -83,6 +83,14 @@ NODE_GROUP = "eks:index:ManagedNodeGroup"
 LAUNCH_TEMPLATE = "aws:ec2/launchTemplate:LaunchTemplate"
 
 
+STATEFUL_SET = "kubernetes:apps/v1:StatefulSet"
+LWS = "kubernetes:leaderworkerset.x-k8s.io/v1:LeaderWorkerSet"
+
+
+def stateful_set(image: str, replicas: int) -> dict[str, Any]:
+    return {**deployment(image=image, replicas=replicas), "kind": "StatefulSet"}
+
+
 def deployment(image: str = "vllm:1", replicas: int = 2, selector: str = "chat") -> dict[str, Any]:
     return {
         "apiVersion": "apps/v1",
@@ -459,6 +467,18 @@ def with_annotation(route: dict[str, Any], key: str, value: str) -> dict[str, An
         (INGRESS, ROUTE, with_annotation(ROUTE, "alb.ingress.kubernetes.io/healthcheck-path", "/ready"), "in place"),
         (DEPLOYMENT, deployment(image="vllm:1"), deployment(image="vllm:2"), "rolling restart"),
         (DEPLOYMENT, deployment(replicas=1), deployment(replicas=3), "in place"),
+        # A Deployment surges (maxSurge 1): one pod or many, a new pod serves before an old one stops.
+        (DEPLOYMENT, deployment(image="vllm:1", replicas=1), deployment(image="vllm:2", replicas=1), "rolling restart"),
+        # A StatefulSet has no surge: its one pod is deleted before its replacement starts.
+        (STATEFUL_SET, stateful_set("vllm:1", 1), stateful_set("vllm:2", 1), "outage while it rolls"),
+        (STATEFUL_SET, stateful_set("vllm:1", 2), stateful_set("vllm:2", 2), "rolling restart"),
+        # A LeaderWorkerSet's group template rolls its groups (it was "in place" before).
+        (
+            LWS,
+            {"spec": {"leaderWorkerTemplate": {"size": 2}}},
+            {"spec": {"leaderWorkerTemplate": {"size": 3}}},
+            "rolling restart",
+        ),
         (LAUNCH_TEMPLATE, {"imageId": "ami-1"}, {"imageId": "ami-2"}, "new generation"),
         (LAUNCH_TEMPLATE, {"tags": {"a": "1"}}, {"tags": {"a": "2"}}, "in place"),
         (NODE_GROUP, {"scalingConfig": {"maxSize": 4}}, {"scalingConfig": {"maxSize": 6}}, "in place"),

@@ -20,8 +20,8 @@ from tests.crd_schema import schema_problems
 from .stack_builders import REGION, merged, mooncake_endpoint, stack_config
 from .test_mooncake_roles import objects, only_problem, problems
 
-# p5 may have up to 4 nodes: 1 prefill pod and one decode group of 2 fit; the test that needs
-# fewer lowers max_size.
+# p5 may have up to 4 nodes: 1 prefill pod and one decode group of 2 fit, not with their rolling surges
+# (a prefill pod, a decode group); the tests that count pods set max_size themselves.
 TWO_NODE_DECODE = {"node_group": "p5", "gpu_count": 8, "mooncake": {"roles": {"decode": {"nodes": 2}}}}
 
 
@@ -49,7 +49,7 @@ def test_a_two_node_decode_is_a_leader_worker_set_of_groups_of_two() -> None:
     assert decode["spec"]["networkConfig"] == {"subdomainPolicy": "UniquePerReplica"}
     group = decode["spec"]["leaderWorkerTemplate"]
     assert (group["size"], group["restartPolicy"]) == (2, "RecreateGroupOnPodRestart")
-    assert rendered["prefill"]["kind"] == "StatefulSet"  # prefill keeps one pod per instance
+    assert rendered["prefill"]["kind"] == "Deployment"  # prefill keeps one pod per instance
     assert schema_problems(lws_crd(), decode) == []
 
 
@@ -104,11 +104,16 @@ def test_the_schedulability_check_counts_every_pod_of_every_group() -> None:
     workloads = {workload.name: workload for workload in workloads_of(objects(stack).values())}
     assert workloads["chat-decode (leaders)"].replicas == 2
     assert workloads["chat-decode (workers)"].replicas == 2
-    assert workloads["chat-decode (workers)"].surge == 0
-    # 1 prefill pod + 2 groups of 2 decode pods, each a whole p5: 5 nodes, and p5 has 4.
+    # A roll starts one more group before it stops an old one (mooncake_groups.py rolloutStrategy).
+    assert workloads["chat-decode (leaders)"].surge == 1
+    assert workloads["chat-decode (workers)"].surge == 1
+    # 1 prefill pod and its rolling surge + 2 groups of 2 decode pods + the rolling group, each pod a whole
+    # p5: 8 nodes.
     found = check_schedulable(parse_stack_config(stack))
     assert any("LeaderWorkerSet inference/chat-decode" in problem.message for problem in found), found
-    roomy = config({"mooncake": {"topology": {"prefill": 1, "decode": 2}}}, {"node_groups": {"p5": {"max_size": 5}}})
+    tight = config({"mooncake": {"topology": {"prefill": 1, "decode": 2}}}, {"node_groups": {"p5": {"max_size": 7}}})
+    assert check_schedulable(parse_stack_config(tight)) != []
+    roomy = config({"mooncake": {"topology": {"prefill": 1, "decode": 2}}}, {"node_groups": {"p5": {"max_size": 8}}})
     assert check_schedulable(parse_stack_config(roomy)) == []
 
 
@@ -188,3 +193,15 @@ def test_a_canary_set_of_a_group_role_is_groups_too() -> None:
     assert rendered["canary-decode"]["kind"] == "LeaderWorkerSet"
     assert rendered["canary-decode"]["metadata"]["name"] == "chat-canary-decode"
     assert schema_problems(lws_crd(), rendered["canary-decode"]) == []
+
+
+def test_the_rolls_surge_group_is_named_too() -> None:
+    """A roll bursts to replicas + 1 groups (LWS v0.10.0 rollingUpdateParameters), so ten decode groups
+    have a group 10 whose workers' StatefulSet '<name>-decode-10' must fit 52 characters: a 43-character
+    name fits with '-9' (52) and not with '-10' (53)."""
+    name = "d" * 43
+    endpoint = mooncake_endpoint(merged(TWO_NODE_DECODE, {"mooncake": {"topology": {"prefill": 1, "decode": 10}}}))
+    stack = stack_config(endpoints={name: endpoint}, region_overrides={"node_groups": {"p5": {"max_size": 30}}})
+    found = [problem for problem in problems(stack) if "named after its leader" in problem.message]
+    assert len(found) == 1, found
+    assert f"'{name}-decode-10' is 53 characters" in found[0].message

@@ -23,6 +23,7 @@ from components.metric_table import (
     PROXY_UNSERVED,
 )
 from components.render import proxy, proxy_program
+from components.render.drain import FRONT_DRAIN_SECONDS, SERVER_DRAIN_SECONDS
 from components.render.mooncake import mooncake_objects
 from components.render.placement import PlacedEndpoint
 from components.render.pods import NON_ROOT_ID
@@ -105,6 +106,17 @@ def test_the_program_accepts_the_rendered_arguments() -> None:
     assert arguments.decode == "http://chat-decode.inference.svc:8000"
     assert arguments.refresh_seconds == proxy.REFRESH_SECONDS
     assert arguments.keepalive_seconds > 600  # the load balancer's idle timeout
+
+
+def test_the_front_drains_its_streams_as_long_as_the_servers_behind_it_and_within_its_grace() -> None:
+    """The program's wait for its requests in flight after SIGTERM is the servers' drain, and the pod's
+    grace period leaves it the preStop before and the exit after (components/render/drain.py)."""
+    pod = proxy_pod(split())
+    (container,) = pod["spec"]["containers"]
+    drain = parse_arguments(container["args"]).drain_seconds
+    assert drain == FRONT_DRAIN_SECONDS == SERVER_DRAIN_SECONDS
+    pre_stop = container["lifecycle"]["preStop"]["sleep"]["seconds"]
+    assert pod["spec"]["terminationGracePeriodSeconds"] > pre_stop + drain
 
 
 def test_fixed_and_autoscaled_prefill_get_the_same_proxy_and_a_topology_change_leaves_it() -> None:

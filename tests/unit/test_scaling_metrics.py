@@ -201,7 +201,7 @@ def test_mooncake_roles_scale_on_their_own_series() -> None:
     )
     objects = mooncake_objects(placed_endpoint(config), None)
     prefill, decode = objects["prefill-autoscaler"], objects["decode-autoscaler"]
-    assert prefill["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "chat-prefill"}
+    assert prefill["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "chat-prefill"}
     assert decode["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "chat-decode"}
     for scaled, role in ((prefill, "prefill"), (decode, "decode")):
         for trigger in scaled["spec"]["triggers"]:

@@ -202,6 +202,25 @@ def test_replicas_come_from_the_object_or_its_autoscaler_and_rollouts_surge() ->
     assert found == {"a": (8, 2), "b": (7, 2), "c": (3, 0), "d": (0, 0), "e": (5, 0)}
 
 
+def test_a_leader_worker_set_that_surges_counts_whole_groups_beside_its_own() -> None:
+    """components/render/mooncake_groups.py rolls a group role with maxSurge 1: a second group's leader
+    and workers run beside the old group while the new one loads; without a surge LWS adds none."""
+    template = {"spec": {"containers": [{"resources": {"limits": {"nvidia.com/gpu": "8"}}}]}}
+
+    def group_set(name: str, rolling: dict[str, Any] | None) -> dict[str, Any]:
+        spec: dict[str, Any] = {
+            "replicas": 2,
+            "leaderWorkerTemplate": {"size": 3, "leaderTemplate": template, "workerTemplate": template},
+        }
+        if rolling is not None:
+            spec["rolloutStrategy"] = {"type": "RollingUpdate", "rollingUpdateConfiguration": rolling}
+        return {"kind": "LeaderWorkerSet", "metadata": {"name": name}, "spec": spec}
+
+    manifests = [group_set("s", {"maxSurge": 1, "maxUnavailable": 0}), group_set("n", None)]
+    found = {w.name: (w.replicas, w.surge) for w in workloads_of(manifests)}
+    assert found == {"s (leaders)": (2, 1), "s (workers)": (4, 2), "n (leaders)": (2, 0), "n (workers)": (4, 0)}
+
+
 def test_a_pod_requests_its_containers_sum_or_its_largest_init_container() -> None:
     pod = {
         "initContainers": [{"resources": {"requests": {"cpu": "2", "memory": "4Gi"}}}],
@@ -348,30 +367,30 @@ CAPACITY = [
     pytest.param(
         with_mooncake({"gpu_count": 8, "mooncake": {"topology": {"prefill": 2, "decode": 2}}}),
         "p5",
-        "raise max_size to 5",
+        "raise max_size to 6",
         id="topology_and_the_decode_surge",
     ),
     pytest.param(
         with_mooncake({"mooncake": {"topology": {"prefill": 3, "decode": 1}}}),
         "p5",
-        "raise max_size to 5",
+        "raise max_size to 6",
         id="rdma_pods_take_a_node_each",
     ),
     pytest.param(
         with_mooncake({"canary": {"image": "x:2"}}),
         "p5",
-        "raise max_size to 6",
+        "raise max_size to 8",
         id="a_mooncake_canary_set_and_its_decode_surge",
     ),
 ]
 
 
 def test_a_mooncake_canary_sets_pods_are_counted_with_their_own_topology() -> None:
-    """Primary 1P1D (3 nodes with the decode surge) fits the 4 p5 nodes alone; its canary's
-    2P1D set adds 4 more, named in the shortage."""
+    """Primary 1P1D (4 nodes with the prefill's and the decode's surge) fits the 4 p5 nodes alone; its
+    canary's 2P1D set adds 5 more, named in the shortage."""
     (problem,) = schedule(with_mooncake({"canary": {"image": "x:2", "topology": {"prefill": 2, "decode": 1}}}))
-    assert "they need 7 nodes" in problem.message
-    assert "StatefulSet inference/chat-canary-prefill 2 pod(s)" in problem.message
+    assert "they need 9 nodes" in problem.message
+    assert "Deployment inference/chat-canary-prefill 2 pod(s) + 1 rollout surge" in problem.message
     assert "Deployment inference/chat-canary-decode 1 pod(s) + 1 rollout surge" in problem.message
     assert schedule(with_mooncake()) == []
 
@@ -426,7 +445,7 @@ def test_mooncake_proxies_and_masters_need_room_on_the_system_group() -> None:
     """They tolerate no accelerator taint: a two-node system group holds the platform's pods and
     one endpoint's two proxies (three while they roll) and master, not two endpoints'."""
     endpoints = {f"pd{i}": mooncake_endpoint({"mooncake": {"mode": "both"}}) for i in range(2)}
-    groups = {"system": {"max_size": 2, "min_size": 1, "desired_size": 1}, "p5": {"max_size": 6}}
+    groups = {"system": {"max_size": 2, "min_size": 1, "desired_size": 1}, "p5": {"max_size": 8}}
     problems = schedule(stack_config(region_overrides={"node_groups": groups}, endpoints=endpoints))
     assert [problem.path for problem in problems] == [f"regions.{REGION}.node_groups.system"], problems
     message = problems[0].message
