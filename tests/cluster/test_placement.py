@@ -62,9 +62,10 @@ def _resize(config: dict[str, Any], group: str, size: int) -> None:
 
 
 def more_replicas_than_gpus(config: dict[str, Any]) -> None:
-    """16 one-GPU servers beside the one-GPU pods of chat-pd, its canary set and kv-cache: 21 GPUs asked
-    of 5 x 4. Every pod the same size, so no arrival order can strand a GPU (the known disagreement, below)."""
-    config["endpoints"]["assistant"]["replicas"] = 16
+    """19 one-GPU servers beside the one-GPU pods of chat-pd (2), its canary set (3) and kv-cache (1): 25
+    GPUs asked of 6 x 4. Every pod the same size, so no arrival order can strand a GPU (the known
+    disagreement, below)."""
+    config["endpoints"]["assistant"]["replicas"] = 19
     config["endpoints"]["chat-pd"]["gpu_count"] = 1
 
 

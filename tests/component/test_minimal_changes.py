@@ -205,8 +205,12 @@ def test_a_store_edit_changes_the_config_and_rolls_exactly_the_pods_that_read_it
     config = next(entry for entry in entries if entry["name"] == "us-east-1-chat-mooncake")
     assert config["changes"][0]["forces_replacement"] is False  # edited in place (enableConfigMapMutable)
     decode = next(entry for entry in entries if entry["name"] == "us-east-1-chat-decode")
-    # An rdma store's segments are huge pages, not memory (docs/efa.md).
+    # An rdma store's segments are huge pages, not memory (docs/efa.md); the bootstrap timeout is sized
+    # from the segment in mode both (VLLM_MOONCAKE_CONNECTOR_TIMEOUT, components/render/mooncake_roles.py).
+    env = decode["changes"]
+    assert any(c["path"] == "spec.template.spec.containers[0].env[3].value" and c["new"] == "62" for c in env)
     assert paths(decode) == {
+        "spec.template.spec.containers[0].env[3].value",
         "spec.template.metadata.annotations.inference-fleet/mooncake-config-sha256",
         "spec.template.spec.containers[0].resources.limits.hugepages-2Mi",
         "spec.template.spec.containers[0].resources.requests.hugepages-2Mi",

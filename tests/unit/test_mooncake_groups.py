@@ -169,17 +169,18 @@ def test_a_bad_group_is_refused_at_its_field(endpoint: dict[str, Any], path: str
 
 
 def test_a_group_name_past_a_statefulset_name_is_refused() -> None:
-    # Group 9's workers: '<name>-decode-9', 52 characters at most: a name of 44 (the longest an
-    # endpoint may have) is one too many.
+    # Ten groups, and the roll's surge group 10 (LWS v0.10.0 bursts to replicas + maxSurge groups:
+    # leaderworkerset_controller.go rollingUpdateParameters), whose workers are '<name>-decode-10', 52
+    # characters at most: a name of 44 (the longest an endpoint may have) is two too many, 43 one.
     name = "a" * 44
     stack = stack_config(
         endpoints={name: mooncake_endpoint(merged(TWO_NODE_DECODE, {"mooncake": {"topology": {"decode": 10}}}))}
     )
     found = [problem for problem in problems(stack) if problem.path.endswith("roles.decode.nodes")]
     assert len(found) == 1, found
-    assert f"'{name}-decode-9' is 53 characters" in found[0].message
+    assert f"'{name}-decode-10' is 54 characters" in found[0].message
     fits = stack_config(
-        endpoints={"a" * 43: mooncake_endpoint(merged(TWO_NODE_DECODE, {"mooncake": {"topology": {"decode": 10}}}))},
+        endpoints={"a" * 42: mooncake_endpoint(merged(TWO_NODE_DECODE, {"mooncake": {"topology": {"decode": 10}}}))},
         region_overrides={"node_groups": {"p5": {"max_size": 30}}},
     )
     parse_stack_config(fits)
@@ -193,15 +194,3 @@ def test_a_canary_set_of_a_group_role_is_groups_too() -> None:
     assert rendered["canary-decode"]["kind"] == "LeaderWorkerSet"
     assert rendered["canary-decode"]["metadata"]["name"] == "chat-canary-decode"
     assert schema_problems(lws_crd(), rendered["canary-decode"]) == []
-
-
-def test_the_rolls_surge_group_is_named_too() -> None:
-    """A roll bursts to replicas + 1 groups (LWS v0.10.0 rollingUpdateParameters), so ten decode groups
-    have a group 10 whose workers' StatefulSet '<name>-decode-10' must fit 52 characters: a 43-character
-    name fits with '-9' (52) and not with '-10' (53)."""
-    name = "d" * 43
-    endpoint = mooncake_endpoint(merged(TWO_NODE_DECODE, {"mooncake": {"topology": {"prefill": 1, "decode": 10}}}))
-    stack = stack_config(endpoints={name: endpoint}, region_overrides={"node_groups": {"p5": {"max_size": 30}}})
-    found = [problem for problem in problems(stack) if "named after its leader" in problem.message]
-    assert len(found) == 1, found
-    assert f"'{name}-decode-10' is 53 characters" in found[0].message
