@@ -1,3 +1,6 @@
+// The Pulumi CLI of the real-engine tests (tests/engine/), built by ../build.sh as this module's
+// tool: github.com/pulumi/pulumi/pkg/v3/cmd/pulumi at v3.274.1 (v3.272.0, the Python SDK's release,
+// is refused by the Go module proxy). docs/real-engine.md says why and how.
 module inference-fleet/tools/engine/cli
 
 go 1.26.6

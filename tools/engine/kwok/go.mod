@@ -1,3 +1,5 @@
+// kwok, the simulated kubelets of tools/kube/local-cluster and the real-engine tests, built by
+// ../build.sh as this module's tool: sigs.k8s.io/kwok/cmd/kwok at v0.8.0. docs/local-cluster.md.
 module inference-fleet/tools/engine/kwok
 
 go 1.26.6

@@ -1,3 +1,7 @@
+// The Kubernetes provider plugin of the real-engine tests (tests/engine/), built by ../build.sh from
+// main.go. The provider/v4 pseudo-version is the commit tagged v4.25.0 (f47bc2d6f199; the proxy refuses
+// the tags); its go.mod replaces sdk/v4 with ../sdk, ignored in a dependency, so sdk/v4 v4.25.0 is
+// required here. docs/real-engine.md says why and how.
 module inference-fleet/tools/engine/provider
 
 go 1.26.6
