@@ -8,7 +8,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import naming
-from components.fleet import Fleet, FleetArgs
+from components.fleet import Fleet, FleetArgs, aws_regions
 from components.platform import global_front
 from components.spec import CONFIG_KEYS, SpecError
 from components.validation import validate_stack
@@ -22,13 +22,15 @@ except SpecError as error:
     # Every problem at once, before any resource is registered; no traceback.
     raise pulumi.RunError(f"invalid stack config:\n{error}") from None
 
+# A region on a cluster given by kubeconfig calls no AWS API: it gets no AWS provider, so the
+# program needs no AWS credentials there (docs/existing-cluster.md).
 providers = {
     region: aws.Provider(
         naming.aws_provider_name(region),
         region=region,
         default_tags=aws.ProviderDefaultTagsArgs(tags=naming.aws_tags(stack)),
     )
-    for region in spec.regions
+    for region in aws_regions(spec)
 }
 
 # Global Accelerator's API answers only in us-west-2, whatever regions it fronts (docs/global.md);

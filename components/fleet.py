@@ -24,7 +24,7 @@ class FleetArgs:
     stack: str
     spec: StackSpec
     aws_providers: Mapping[str, aws.Provider]
-    """One explicit provider per region of the spec, created by ``__main__``."""
+    """One explicit provider per region of the spec that calls AWS (``aws_regions``), created by ``__main__``."""
     global_provider: aws.Provider | None = None
     """The provider of the global front door (Global Accelerator's API region), when it is enabled."""
 
@@ -48,7 +48,7 @@ class Fleet(pulumi.ComponentResource):
     def __init__(self, name: str, args: FleetArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:fleet:Fleet", name, None, opts)
         spec = args.spec
-        missing = sorted(set(spec.regions) - set(args.aws_providers))
+        missing = sorted(set(aws_regions(spec)) - set(args.aws_providers))
         if missing:
             raise ValueError(f"no AWS provider for region(s) {', '.join(missing)}")
         self.platforms = {
@@ -63,7 +63,10 @@ class Fleet(pulumi.ComponentResource):
                     kv_endpoints=kv_endpoints_in(spec, region),
                     leader_worker_sets=spans_nodes_in(spec, region),
                 ),
-                pulumi.ResourceOptions(parent=self, providers={"aws": args.aws_providers[region]}),
+                pulumi.ResourceOptions(
+                    parent=self,
+                    providers={"aws": args.aws_providers[region]} if region in args.aws_providers else None,
+                ),
             )
             for region, region_spec in spec.regions.items()
         }
@@ -93,7 +96,7 @@ class Fleet(pulumi.ComponentResource):
             {region: platform.summary() for region, platform in self.platforms.items()}
         )
         kubeconfigs: dict[str, pulumi.Input[str]] = {
-            region: platform.cluster.kubeconfig for region, platform in self.platforms.items()
+            region: platform.kubeconfig for region, platform in self.platforms.items()
         }
         self.kubeconfigs = pulumi.Output.secret(kubeconfigs)
         self.placements = pulumi.Output.from_input(placement_table(spec))
@@ -106,7 +109,7 @@ class Fleet(pulumi.ComponentResource):
             raise ValueError("global is enabled but no provider was given for the accelerator")
         served = {
             region: RegionFront(
-                cluster_name=self.platforms[region].cluster.cluster_name,
+                cluster_name=_eks_name(self.platforms[region], region),
                 routes=list(workloads.records.values()),
                 provider=args.aws_providers[region],
             )
@@ -131,9 +134,23 @@ class Fleet(pulumi.ComponentResource):
         return front
 
 
+def _eks_name(platform: RegionalPlatform, region: str) -> pulumi.Output[str]:
+    if platform.cluster_name is None:
+        # Validation refuses the front with a cluster given by kubeconfig (components/spec/existing_checks.py).
+        raise ValueError(f"the global front needs the EKS cluster of {region}, which is given by kubeconfig")
+    return platform.cluster_name
+
+
 def _with_global_address(values: list[Any]) -> dict[str, Any]:
     record, address = values
     return {**record, "global_address": address}
+
+
+def aws_regions(spec: StackSpec) -> list[str]:
+    """The regions whose platform calls AWS: all but those on a cluster given by kubeconfig."""
+    return [
+        name for name, region in spec.regions.items() if region.existing_cluster is None or region.existing_cluster.eks
+    ]
 
 
 def namespaces_in(spec: StackSpec, region: str) -> tuple[str, ...]:

@@ -105,8 +105,25 @@ def _load_balancer(args: Mapping[str, Any]) -> dict[str, Any]:
     }
 
 
+def _existing_eks_cluster(args: Mapping[str, Any]) -> dict[str, Any]:
+    """An existing EKS cluster as ``aws.eks.get_cluster`` reports it (``existing_cluster.name``):
+    an endpoint, CA and VPC no one mistakes for real ones."""
+    name = str(args["name"])
+    return {
+        "name": name,
+        "id": name,
+        "arn": f"arn:aws:eks:offline:{OFFLINE_ACCOUNT_ID}:cluster/{name}",
+        "endpoint": f"https://{name}.offline.eks.amazonaws.com",
+        "certificateAuthorities": [{"data": "T0ZGTElORS1DQQ=="}],
+        "vpcConfig": {"vpcId": f"vpc-offline-{name}", "subnetIds": [], "securityGroupIds": []},
+        "version": "",
+        "status": "ACTIVE",
+    }
+
+
 INVOKES: dict[str, Handler] = {
     "aws:index/getCallerIdentity:getCallerIdentity": _caller_identity,
+    "aws:eks/getCluster:getCluster": _existing_eks_cluster,
     "aws:lb/getLoadBalancer:getLoadBalancer": _load_balancer,
     "aws:ec2/getInstanceType:getInstanceType": _instance_type,
     "aws:ec2/getSubnets:getSubnets": _subnets,

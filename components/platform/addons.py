@@ -16,6 +16,8 @@ from components.catalog import Chart, applied_crds, pins
 
 # Add-ons pulumi-eks does not create (coredns is disabled there until nodes exist).
 NODE_ADDONS = ("coredns", "eks-pod-identity-agent")
+EKS_ADDON_FIELDS = {"coredns": "coredns", "eks-pod-identity-agent": "eks_pod_identity_agent"}
+"""Each EKS add-on and its field of ``existing_cluster.addons`` (components/spec/existing.py)."""
 DEVICE_PLUGIN_NAMESPACE = "kube-system"
 # Helm waits for the DaemonSets; GPU nodes can take long to join.
 HELM_TIMEOUT_SECONDS = 900
@@ -42,12 +44,17 @@ def vendored_crds(
 @dataclass(frozen=True)
 class ClusterAddonsArgs:
     region: str
-    cluster_name: pulumi.Input[str]
+    cluster_name: pulumi.Input[str] | None
+    """None on a cluster given by kubeconfig, where no EKS add-on is installed."""
     kubernetes: k8s.Provider
     nodes: Sequence[pulumi.Resource]
     """Node groups that must exist first (add-ons schedule pods)."""
     gpu_nodes: bool
+    """The NVIDIA device plugin is installed."""
     efa_nodes: bool
+    """The EFA device plugin is installed."""
+    eks_addons: tuple[str, ...] = NODE_ADDONS
+    """The EKS add-ons installed (an existing cluster may run them already)."""
 
 
 def nvidia_plugin_values() -> dict[str, Any]:
@@ -112,6 +119,7 @@ class ClusterAddons(pulumi.ComponentResource):
                 opts=after_nodes,
             )
             for addon in NODE_ADDONS
+            if addon in args.eks_addons
         ]
         charts = pins().charts
         in_cluster = pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=list(args.nodes))

@@ -56,6 +56,21 @@ def cluster_admin_policy_arn(region: str) -> str:
     return f"arn:{naming.aws_partition(region)}:eks::aws:cluster-access-policy/{CLUSTER_ADMIN_POLICY}"
 
 
+def kubernetes_provider(
+    region: str, kubeconfig: pulumi.Input[str], parent: pulumi.Resource, context: str | None = None
+) -> k8s.Provider:
+    """The provider of every Kubernetes object of ``region``, a child of ``parent``: server-side apply,
+    and ConfigMaps edited in place (mooncake.json is; the checksum on the pod templates rolls its readers)."""
+    return k8s.Provider(
+        naming.platform_name(region, "kubernetes"),
+        kubeconfig=kubeconfig,
+        context=context,
+        enable_server_side_apply=True,
+        enable_config_map_mutable=True,
+        opts=pulumi.ResourceOptions(parent=parent),
+    )
+
+
 def server_of(kubeconfig: Any) -> str:
     """The API server URL written in a kubeconfig object."""
     return str(kubeconfig["clusters"][0]["cluster"]["server"])
@@ -135,14 +150,7 @@ class EksCluster(pulumi.ComponentResource):
         self.kubeconfig = pulumi.Output.secret(self.cluster.kubeconfig_json)
         self.endpoint = self.cluster.kubeconfig.apply(server_of)
         self.cluster_security_group_id = self.cluster.cluster_security_group_id
-        self.kubernetes = k8s.Provider(
-            naming.platform_name(region, "kubernetes"),
-            kubeconfig=self.kubeconfig,
-            enable_server_side_apply=True,
-            # mooncake.json is edited in place; the checksum on the pod templates rolls its readers.
-            enable_config_map_mutable=True,
-            opts=child,
-        )
+        self.kubernetes = kubernetes_provider(region, self.kubeconfig, self)
         self.register_outputs({"name": self.name, "endpoint": self.endpoint, "kubeconfig": self.kubeconfig})
 
     def _admin_access(self, region: str, principal_arn: str, eks_name: str) -> None:

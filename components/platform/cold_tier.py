@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
+from typing import Protocol
 
 import pulumi
 import pulumi_aws as aws
@@ -18,6 +19,37 @@ NONCURRENT_VERSION_DAYS = 1
 
 ABORT_MULTIPART_DAYS = 1
 """A KV upload interrupted by a pod restart is never resumed; its parts are billed until aborted."""
+
+
+class ColdTierBucket(Protocol):
+    """What the region's pods and their IAM policies need of its cold tier: created (``ColdTier``)
+    or named on an existing cluster (``NamedBucket``)."""
+
+    @property
+    def bucket_name(self) -> pulumi.Output[str]: ...
+
+    @property
+    def bucket_arn(self) -> pulumi.Output[str]: ...
+
+    @property
+    def kms_key_arn(self) -> pulumi.Output[str]: ...
+
+
+@dataclass(frozen=True)
+class NamedBucket:
+    """An existing bucket and its KMS key (``cold_tier.bucket`` and ``kms_key_arn`` on an existing
+    cluster): nothing is created, its settings are its owner's."""
+
+    bucket_name: pulumi.Output[str]
+    bucket_arn: pulumi.Output[str]
+    kms_key_arn: pulumi.Output[str]
+
+    @classmethod
+    def of(cls, region: str, bucket: str, kms_key_arn: str) -> NamedBucket:
+        arn = f"arn:{naming.aws_partition(region)}:s3:::{bucket}"
+        return cls(
+            pulumi.Output.from_input(bucket), pulumi.Output.from_input(arn), pulumi.Output.from_input(kms_key_arn)
+        )
 
 
 @dataclass(frozen=True)

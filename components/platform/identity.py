@@ -9,7 +9,7 @@ import pulumi
 import pulumi_aws as aws
 
 from components import naming
-from components.platform.cold_tier import ColdTier
+from components.platform.cold_tier import ColdTierBucket
 from components.platform.policies import pod_identity_trust, s3_location, workload_access
 
 
@@ -28,7 +28,7 @@ class WorkloadIdentityArgs:
     cluster_name: pulumi.Input[str]
     namespaces: tuple[str, ...]
     """Every namespace the region's endpoints use; each gets the binding of the workload service account."""
-    cold_tier: ColdTier | None
+    cold_tier: ColdTierBucket | None
     """The region's cold tier, or None."""
     model_sources: tuple[str, ...]
     """s3:// URIs of the weights the region's endpoints sync; read-only."""
@@ -68,7 +68,7 @@ def controller_identity(
     return role, association
 
 
-def kv_policy(cold_tier: ColdTier, region: str, sources: tuple[str, ...], prefix: str) -> pulumi.Output[str]:
+def kv_policy(cold_tier: ColdTierBucket, region: str, sources: tuple[str, ...], prefix: str) -> pulumi.Output[str]:
     def document(arns: list[str]) -> str:
         return json.dumps(workload_access(arns[0], arns[1], region, sources, kv_prefix=prefix))
 

@@ -22,6 +22,9 @@ from components.platform.metrics_server import metrics_server_values
 from components.platform.prometheus import SERVICE_ACCOUNT, prometheus_values, remote_write_policy
 from components.spec.metrics import Metrics
 
+PIPELINE_PARTS = ("keda", "prometheus", "metrics_server", "dcgm_exporter", "grafana")
+"""The pipeline's add-ons, each a field of ``existing_cluster.addons`` (components/spec/existing.py)."""
+
 
 @dataclass(frozen=True)
 class MetricsPipelineArgs:
@@ -32,8 +35,10 @@ class MetricsPipelineArgs:
     """The node add-ons (CoreDNS) and device plugins: the pipeline's pods need nodes first."""
     gpu_nodes: bool
     """The region has NVIDIA nodes: the DCGM exporter runs on them."""
-    cluster_name: pulumi.Input[str]
+    cluster_name: pulumi.Input[str] | None
     """For the Pod Identity association of Prometheus's remote write to AMP, when configured."""
+    installs: frozenset[str] = frozenset(PIPELINE_PARTS)
+    """The parts installed; an existing cluster may run the others already (``existing_cluster.addons``)."""
 
 
 class MetricsPipeline(pulumi.ComponentResource):
@@ -43,66 +48,79 @@ class MetricsPipeline(pulumi.ComponentResource):
 
     def __init__(self, name: str, args: MetricsPipelineArgs, opts: pulumi.ResourceOptions | None = None) -> None:
         super().__init__("inference-fleet:platform:MetricsPipeline", name, None, opts)
-        region = args.region
+        region, installs = args.region, args.installs
         in_cluster = pulumi.ResourceOptions(parent=self, provider=args.kubernetes)
-        namespace = k8s.core.v1.Namespace(
-            naming.platform_name(region, "metrics"),
-            metadata={"name": NAMESPACE, "labels": naming.fleet_labels()},
-            opts=in_cluster,
-        )
-        # Deleting a CRD would delete every endpoint's ScaledObjects: they stay (vendored_crds).
-        self.crds = vendored_crds(region, "keda", pins().charts.keda, self, args.kubernetes)
-        self.keda = helm_release(
-            naming.platform_name(region, "keda"),
-            pins().charts.keda,
-            keda_values(),
-            NAMESPACE,
-            pulumi.ResourceOptions(
-                parent=self, provider=args.kubernetes, depends_on=[namespace, args.addons, *self.crds]
-            ),
-        )
-        prometheus_needs: list[pulumi.Resource] = [namespace, args.addons]
-        if args.settings.amp_workspace_arn is not None:
-            _, association = controller_identity(
-                self,
-                naming.platform_name(region, "prometheus"),
-                f"Prometheus of the {region} cluster writing to Amazon Managed Service for Prometheus",
-                json.dumps(remote_write_policy(args.settings.amp_workspace_arn)),
-                args.cluster_name,
-                NAMESPACE,
-                SERVICE_ACCOUNT,
+        in_namespace: list[pulumi.Resource] = []
+        if installs & {"keda", "prometheus", "dcgm_exporter", "grafana"}:
+            # Where the cluster runs every part of the pipeline already, it has the namespace too.
+            in_namespace.append(
+                k8s.core.v1.Namespace(
+                    naming.platform_name(region, "metrics"),
+                    metadata={"name": NAMESPACE, "labels": naming.fleet_labels()},
+                    opts=in_cluster,
+                )
             )
-            prometheus_needs.append(association)
-        self.prometheus = helm_release(
-            naming.platform_name(region, "prometheus"),
-            pins().charts.prometheus,
-            prometheus_values(args.settings),
-            NAMESPACE,
-            pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=prometheus_needs),
-        )
-        self.metrics_server = helm_release(
-            naming.platform_name(region, "metrics-server"),
-            pins().charts.metrics_server,
-            metrics_server_values(),
-            METRICS_SERVER_NAMESPACE,
-            pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[args.addons]),
-        )
+        self.crds = []
+        self.keda = None
+        if "keda" in installs:
+            # Deleting a CRD would delete every endpoint's ScaledObjects: they stay (vendored_crds).
+            self.crds = vendored_crds(region, "keda", pins().charts.keda, self, args.kubernetes)
+            self.keda = helm_release(
+                naming.platform_name(region, "keda"),
+                pins().charts.keda,
+                keda_values(),
+                NAMESPACE,
+                pulumi.ResourceOptions(
+                    parent=self, provider=args.kubernetes, depends_on=[*in_namespace, args.addons, *self.crds]
+                ),
+            )
+        self.prometheus = None
+        if "prometheus" in installs:
+            prometheus_needs: list[pulumi.Resource] = [*in_namespace, args.addons]
+            if args.settings.amp_workspace_arn is not None:
+                assert args.cluster_name is not None  # validation: remote write needs Pod Identity, so EKS
+                _, association = controller_identity(
+                    self,
+                    naming.platform_name(region, "prometheus"),
+                    f"Prometheus of the {region} cluster writing to Amazon Managed Service for Prometheus",
+                    json.dumps(remote_write_policy(args.settings.amp_workspace_arn)),
+                    args.cluster_name,
+                    NAMESPACE,
+                    SERVICE_ACCOUNT,
+                )
+                prometheus_needs.append(association)
+            self.prometheus = helm_release(
+                naming.platform_name(region, "prometheus"),
+                pins().charts.prometheus,
+                prometheus_values(args.settings),
+                NAMESPACE,
+                pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=prometheus_needs),
+            )
+        self.metrics_server = None
+        if "metrics_server" in installs:
+            self.metrics_server = helm_release(
+                naming.platform_name(region, "metrics-server"),
+                pins().charts.metrics_server,
+                metrics_server_values(),
+                METRICS_SERVER_NAMESPACE,
+                pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[args.addons]),
+            )
         self.dcgm_exporter = None
-        if args.gpu_nodes:
+        if args.gpu_nodes and "dcgm_exporter" in installs:
             self.dcgm_exporter = helm_release(
                 naming.platform_name(region, "dcgm-exporter"),
                 pins().charts.dcgm_exporter,
                 dcgm_values(),
                 NAMESPACE,
-                pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[namespace, args.addons]),
+                pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[*in_namespace, args.addons]),
             )
         self.grafana = None
-        if args.settings.grafana:
+        if args.settings.grafana and "grafana" in installs:
             self.grafana = helm_release(
                 naming.platform_name(region, "grafana"),
                 pins().charts.grafana,
                 grafana_values(),
                 NAMESPACE,
-                pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[namespace, args.addons]),
+                pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=[*in_namespace, args.addons]),
             )
         self.register_outputs({})

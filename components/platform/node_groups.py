@@ -209,7 +209,9 @@ def _managed_node_group(
         version=args.kubernetes_version,
         capacity_type=eks_capacity_type(spec.capacity_type),
         scaling_config=aws.eks.NodeGroupScalingConfigArgs(
-            min_size=spec.min_size, max_size=spec.max_size, desired_size=spec.desired_size
+            min_size=spec.created_size("min_size"),
+            max_size=spec.max_size,
+            desired_size=spec.created_size("desired_size"),
         ),
         # Cluster Autoscaler owns the desired size once the group exists: pulumi-eks then creates
         # its aws.eks.NodeGroup with ignoreChanges ["scalingConfig.desiredSize"] (same file and

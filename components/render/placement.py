@@ -25,6 +25,9 @@ class GroupFacts:
     """The node group's one availability zone, where it has one (EFA groups, capacity blocks)."""
     efa_interfaces: int = 0
     """EFA devices each node of the group offers (0 on groups without EFA)."""
+    labels: tuple[tuple[str, str], ...] | None = None
+    """The labels that select the group's nodes, on an existing cluster (``node_groups.<g>.labels``);
+    None where the program labels the nodes itself."""
 
 
 @dataclass(frozen=True)
@@ -44,6 +47,9 @@ class PlacedEndpoint:
     ingress: Ingress
     role_groups: tuple[tuple[str, GroupFacts], ...] = ()
     """The node group of each split role (``mooncake.roles``)."""
+    group_labels: tuple[tuple[str, str], ...] | None = None
+    """The labels that select the node group's nodes on an existing cluster; None where the
+    program labels them (its pods then select ``NODE_GROUP_LABEL``)."""
 
     @property
     def namespace(self) -> str:
@@ -68,6 +74,7 @@ class PlacedEndpoint:
             taints=facts.taints,
             zone=facts.zone,
             efa_interfaces=facts.efa_interfaces,
+            group_labels=facts.labels,
         )
 
 
@@ -76,6 +83,15 @@ def group_facts(region: Region, group_name: str | None) -> GroupFacts:
         return GroupFacts(None)
     group = region.node_groups[group_name]
     facts = instance_catalog().instance_types[group.instance_types[0]]
+    if region.existing:
+        # The nodes are the cluster's own: their labels and taints as the group describes them.
+        return GroupFacts(
+            node_group=group_name,
+            taints=group.described_taints,
+            zone=group.availability_zone,
+            efa_interfaces=facts.efa_interfaces if group.efa else 0,
+            labels=tuple(sorted(group.labels.items())),
+        )
     return GroupFacts(
         node_group=group_name,
         taints=node_taints(group.efa, facts),
@@ -96,6 +112,7 @@ def placed(spec: StackSpec, placement: Placement) -> PlacedEndpoint:
         taints=own.taints,
         zone=own.zone,
         efa_interfaces=own.efa_interfaces,
+        group_labels=own.labels,
         ingress=region.ingress,
         role_groups=tuple((role, group_facts(region, group)) for role, group in placement.role_groups),
     )

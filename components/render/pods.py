@@ -154,7 +154,9 @@ def model_sync_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
 def node_selector(endpoint: PlacedEndpoint) -> dict[str, str]:
     spec = endpoint.spec
     selector: dict[str, str] = {}
-    if endpoint.node_group is not None:
+    if endpoint.group_labels is not None:
+        selector.update(endpoint.group_labels)  # an existing cluster's group, by its own labels
+    elif endpoint.node_group is not None:
         selector[NODE_GROUP_LABEL] = endpoint.node_group
     if spec.capacity_type is not None:
         selector[CAPACITY_TYPE_LABEL] = eks_capacity_type(spec.capacity_type)

@@ -95,6 +95,17 @@ class Node:
             self.free = dict(self.allocatable)
 
 
+def described_labels(group: NodeGroup, facts: InstanceType) -> dict[str, str]:
+    """The labels of an existing group's nodes: those its description lists, and those kubelet
+    sets on every node."""
+    return {
+        INSTANCE_TYPE_LABEL: group.instance_types[0],
+        ARCH_LABEL: _ARCH[facts.architecture],
+        OS_LABEL: "linux",
+        **group.labels,
+    }
+
+
 def group_labels(group_name: str, group: NodeGroup, facts: InstanceType, kubernetes_version: str) -> dict[str, str]:
     """Our labels (the node group's config), those EKS and kubelet set, and nodeadm's NVIDIA label
     from Kubernetes 1.35 on (amazon-eks-ami nodeadm/internal/kubelet/config.go)."""
@@ -115,7 +126,7 @@ def _zones(group: NodeGroup, region: Region) -> tuple[str, ...]:
     the VPC's zones (an existing VPC's zones are not known offline: the node groups' zones)."""
     if group.availability_zone is not None:
         return (group.availability_zone,)
-    if region.vpc.availability_zones:
+    if region.vpc is not None and region.vpc.availability_zones:
         return tuple(region.vpc.availability_zones)
     return tuple(sorted({g.availability_zone for g in region.node_groups.values() if g.availability_zone}))
 
@@ -124,7 +135,11 @@ def group_nodes(region: Region, group_name: str, count: int, catalog: InstanceCa
     """The first ``count`` nodes of a group, spread over its zones as its Auto Scaling group does."""
     group = region.node_groups[group_name]
     facts = catalog.instance_types[group.instance_types[0]]
-    labels = group_labels(group_name, group, facts, region.kubernetes_version)
+    if region.existing:
+        labels = described_labels(group, facts)
+    else:
+        labels = group_labels(group_name, group, facts, region.kubernetes_version)
+    taints = group.described_taints if region.existing else node_taints(group.efa, facts)
     zones = _zones(group, region)
     nodes = []
     for index in range(count):
@@ -138,7 +153,7 @@ def group_nodes(region: Region, group_name: str, count: int, catalog: InstanceCa
                 facts=facts,
                 efa=group.efa,
                 labels=node_labels_,
-                taints=node_taints(group.efa, facts),
+                taints=taints,
                 allocatable=allocatable(facts, group.hugepages_bytes),
             )
         )
@@ -147,7 +162,7 @@ def group_nodes(region: Region, group_name: str, count: int, catalog: InstanceCa
 
 def node_count(group: NodeGroup, autoscaled: bool) -> int:
     """``max_size`` when a node autoscaler adds nodes on demand, ``desired_size`` when nothing does."""
-    return group.max_size if autoscaled else group.desired_size
+    return group.max_size if autoscaled or group.desired_size is None else group.desired_size
 
 
 def region_nodes(region: Region, catalog: InstanceCatalog, *, autoscaled: bool) -> list[Node]:

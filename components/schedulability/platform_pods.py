@@ -114,6 +114,25 @@ def efa_device_plugin() -> DaemonSet:
     )
 
 
+EKS_ADDONS = {"eks-pod-identity-agent": "eks_pod_identity_agent", "coredns": "coredns"}
+"""The EKS add-ons of config/platform_pods.yaml the program installs, each with its field of
+``existing_cluster.addons``; the others (aws-node, kube-proxy) come with every EKS cluster."""
+
+
+def _eks_addon_runs(name: str, region: Region) -> bool:
+    """Whether the check places ``name``'s pods: on a created cluster every EKS add-on; on an
+    existing one only those the program installs (what the cluster runs already is its own)."""
+    if not region.existing:
+        return True
+    return name in EKS_ADDONS and region.installs(EKS_ADDONS[name])
+
+
+def trusted(daemon_set: DaemonSet) -> DaemonSet:
+    """A device plugin an existing cluster runs already (``present``): trusted to run on every
+    node of its hardware and make it advertise that hardware; its pods' room is the cluster's."""
+    return dataclasses.replace(daemon_set, pod={"tolerations": [{"operator": "Exists"}]}, requests={})
+
+
 def _addon_pod(addon: Mapping[str, Any]) -> dict[str, Any]:
     return {key: addon[key] for key in ("nodeSelector", "affinity", "tolerations") if key in addon}
 
@@ -125,13 +144,19 @@ def daemon_sets(region: Region, node_facts: list[Node]) -> list[DaemonSet]:
     found = [
         DaemonSet(name=name, pod=_addon_pod(addon), requests=amounts(addon.get("requests") or {}))
         for name, addon in facts()["addons"].items()
-        if addon["kind"] == "DaemonSet"
+        if addon["kind"] == "DaemonSet" and _eks_addon_runs(name, region)
     ]
+    plugins = []
     if any(node.facts.accelerator == "nvidia" for node in node_facts):
-        found.append(nvidia_device_plugin())
+        plugins.append(("nvidia_device_plugin", nvidia_device_plugin()))
     if any(group.efa for group in region.node_groups.values()):
-        found.append(efa_device_plugin())
-    if region.metrics.enabled and any(node.facts.accelerator == "nvidia" for node in node_facts):
+        plugins.append(("efa_device_plugin", efa_device_plugin()))
+    found += [plugin if region.installs(addon) else trusted(plugin) for addon, plugin in plugins]
+    if (
+        region.metrics.enabled
+        and region.installs("dcgm_exporter")
+        and any(node.facts.accelerator == "nvidia" for node in node_facts)
+    ):
         found.append(dcgm_exporter())
     return found
 
@@ -153,23 +178,28 @@ def platform_workloads(region_name: str, region: Region, *, leader_worker_sets: 
     found = [
         _deployment(name, SYSTEM_NAMESPACE, _addon_pod(addon), addon.get("requests") or {}, int(addon["replicas"]))
         for name, addon in facts()["addons"].items()
-        if addon["kind"] == "Deployment"
+        if addon["kind"] == "Deployment" and _eks_addon_runs(name, region)
     ]
-    charts: list[tuple[str, str, str, dict[str, Any]]] = [
-        (
-            "aws-load-balancer-controller",
-            CONTROLLER_NAMESPACE,
-            "aws_load_balancer_controller",
-            controller_values("<cluster>", region_name, "<vpc>", region.ingress),
-        ),
-        (
-            "cluster-autoscaler",
-            AUTOSCALER_NAMESPACE,
-            "cluster_autoscaler",
-            autoscaler_values("<cluster>", region_name, region.kubernetes_version),
-        ),
-    ]
-    if leader_worker_sets:
+    charts: list[tuple[str, str, str, dict[str, Any]]] = []
+    if region.installs("aws_load_balancer_controller"):
+        charts.append(
+            (
+                "aws-load-balancer-controller",
+                CONTROLLER_NAMESPACE,
+                "aws_load_balancer_controller",
+                controller_values("<cluster>", region_name, "<vpc>", region.ingress),
+            )
+        )
+    if region.installs("cluster_autoscaler"):
+        charts.append(
+            (
+                "cluster-autoscaler",
+                AUTOSCALER_NAMESPACE,
+                "cluster_autoscaler",
+                autoscaler_values("<cluster>", region_name, region.kubernetes_version),
+            )
+        )
+    if leader_worker_sets and region.installs("lws"):
         charts.append(("lws-controller-manager", LWS_NAMESPACE, "lws", lws_values()))
     for name, namespace, chart, ours in charts:
         values = helm_merge(facts()["charts"][chart]["defaults"], ours)
@@ -177,10 +207,13 @@ def platform_workloads(region_name: str, region: Region, *, leader_worker_sets: 
         requests = (values.get("resources") or {}).get("requests") or {}
         found.append(_deployment(name, namespace, pod, requests, int(values["replicaCount"])))
     if region.metrics.enabled:
-        found += keda_deployments()
-        found.append(prometheus_server(region))
-        found.append(metrics_server())
-        if region.metrics.grafana:
+        if region.installs("keda"):
+            found += keda_deployments()
+        if region.installs("prometheus"):
+            found.append(prometheus_server(region))
+        if region.installs("metrics_server"):
+            found.append(metrics_server())
+        if region.metrics.grafana and region.installs("grafana"):
             found.append(grafana())
     return found
 

@@ -189,6 +189,17 @@ LabelValue = Annotated[str, AfterValidator(_label_value)]
 Port = Annotated[int, Field(ge=1, le=65535)]
 
 
+def looks_like(pattern: re.Pattern[str], example: str) -> AfterValidator:
+    """A check that a string matches ``pattern`` (an AWS id or ARN, say), refusing it with ``example``."""
+
+    def check(value: str) -> str:
+        if not pattern.match(value):
+            raise fail("aws_id", "must look like {example}, got {value!r}", example=example, value=value)
+        return value
+
+    return AfterValidator(check)
+
+
 def items(description: str, **kwargs: Any) -> Any:
     """A list field: YAML lists become tuples, the items themselves stay strict."""
     return Field(strict=False, description=description, **kwargs)

@@ -67,7 +67,7 @@ def check_region(name: str, region: Region, catalog: InstanceCatalog) -> list[Pr
                     "(e.g. p5.48xlarge, g6e.48xlarge) or set efa to false",
                 )
             )
-    for index, zone in enumerate(region.vpc.availability_zones or ()):
+    for index, zone in enumerate(region.vpc.availability_zones or () if region.vpc is not None else ()):
         if not re.fullmatch(re.escape(name) + r"[a-z]", zone):
             problems.append(
                 Problem(
@@ -143,7 +143,7 @@ def _zone_problems(path: list[str | int], region_name: str, region: Region, zone
                 f"{zone!r} is not a zone of {region_name} (zones look like {region_name}a)",
             )
         ]
-    zones = region.vpc.availability_zones
+    zones = region.vpc.availability_zones if region.vpc is not None else None
     if zones is not None and zone not in zones:
         return [
             Problem(
@@ -164,7 +164,9 @@ _ACCOUNT_ID_PLACEHOLDER = "0" * 12  # every account id has 12 digits
 
 def check_derived_names(stack: str, name: str, region: Region) -> list[Problem]:
     """The AWS names built from the stack name must fit AWS's limits (naming.py builds them)."""
-    problems = []
+    problems: list[Problem] = []
+    if region.existing:
+        return problems  # the program names nothing of AWS there
     path: list[str | int] = ["regions", name]
     cluster = naming.cluster_name(stack, name)
     if len(cluster) > _EKS_CLUSTER_NAME_MAX:

@@ -12,8 +12,16 @@ from pydantic_core import PydanticCustomError
 
 from components import naming
 from components.catalog import pins
-from components.scheduling import HUGEPAGE_2MI_BYTES, LIBFABRIC_HUGEPAGES_2MI_BYTES
-from components.spec.base import DnsLabel, SpecModel, fail, items
+from components.scheduling import HUGEPAGE_2MI_BYTES, LIBFABRIC_HUGEPAGES_2MI_BYTES, Taint
+from components.spec.base import DnsLabel, SpecModel, fail, items, looks_like
+from components.spec.existing import (
+    BucketName,
+    ExistingCluster,
+    KmsKeyArn,
+    NodeLabels,
+    NodeTaint,
+    existing_region_rules,
+)
 from components.spec.metrics import Metrics
 from components.spec.sizes import ByteSize
 
@@ -40,15 +48,6 @@ def _cidr(value: str) -> str:
         raise fail(
             "cidr", "must be an IPv4 CIDR block with no host bits set (e.g. 10.20.0.0/16), got {value!r}", value=value
         ) from None
-
-
-def _id(pattern: re.Pattern[str], example: str) -> AfterValidator:
-    def check(value: str) -> str:
-        if not pattern.match(value):
-            raise fail("aws_id", "must look like {example}, got {value!r}", example=example, value=value)
-        return value
-
-    return AfterValidator(check)
 
 
 def _iam_principal(value: str) -> str:
@@ -84,10 +83,10 @@ def _iam_principal(value: str) -> str:
 
 Cidr = Annotated[str, AfterValidator(_cidr)]
 IamPrincipalArn = Annotated[str, AfterValidator(_iam_principal)]
-VpcId = Annotated[str, _id(_VPC_ID, "vpc-0123456789abcdef0")]
-SubnetId = Annotated[str, _id(_SUBNET_ID, "subnet-0123456789abcdef0")]
-ReservationId = Annotated[str, _id(_RESERVATION_ID, "cr-0123456789abcdef0")]
-CertificateArn = Annotated[str, _id(_ACM_ARN, "arn:aws:acm:<region>:<account>:certificate/<id>")]
+VpcId = Annotated[str, looks_like(_VPC_ID, "vpc-0123456789abcdef0")]
+SubnetId = Annotated[str, looks_like(_SUBNET_ID, "subnet-0123456789abcdef0")]
+ReservationId = Annotated[str, looks_like(_RESERVATION_ID, "cr-0123456789abcdef0")]
+CertificateArn = Annotated[str, looks_like(_ACM_ARN, "arn:aws:acm:<region>:<account>:certificate/<id>")]
 
 
 # A created VPC gives each zone a private /N+3 (pods take VPC addresses) and a public /N+6,
@@ -161,7 +160,11 @@ class NodeGroup(SpecModel):
         "EC2 instance types of the group (from config/instances.yaml); all must share GPUs, EFA and architecture.",
         min_length=1,
     )
-    min_size: int = Field(ge=0, description="Fewest nodes.")
+    min_size: int | None = Field(
+        None,
+        ge=0,
+        description="Fewest nodes (required where the program creates the group; not with existing_cluster).",
+    )
     max_size: int = Field(
         ge=1,
         le=MAX_GROUP_NODES,
@@ -170,7 +173,12 @@ class NodeGroup(SpecModel):
             "the stack's pods on this many. EKS's default quota is 450 nodes per managed node group (adjustable)."
         ),
     )
-    desired_size: int = Field(ge=0, description="Nodes at creation; must lie within [min_size, max_size].")
+    desired_size: int | None = Field(
+        None,
+        ge=0,
+        description="Nodes at creation; must lie within [min_size, max_size] (required where the program creates "
+        "the group; not with existing_cluster).",
+    )
     efa: bool = Field(
         False,
         description="EFA interfaces on every network card, a cluster placement group and one availability zone.",
@@ -189,6 +197,17 @@ class NodeGroup(SpecModel):
         "rdma needs 5120MiB plus its ranks' store segments and buffers (the error names the amount). The "
         "reservation leaves the nodes' memory; changing it replaces the group's nodes (docs/efa.md).",
     )
+    labels: NodeLabels = Field(
+        default_factory=dict,
+        description="Only with existing_cluster, and required there: labels every node of the existing group "
+        "carries and no other group's nodes carry all of (e.g. eks.amazonaws.com/nodegroup: gpu); the pods "
+        "placed on the group select them.",
+    )
+    taints: tuple[NodeTaint, ...] = items(
+        "Only with existing_cluster: the taints the existing group's nodes carry, which its pods tolerate "
+        "(a created group gets the program's own GPU and EFA taints).",
+        default=(),
+    )
 
     def _defaults(self) -> Self:
         if self.efa and self.hugepages_2mi is None:
@@ -196,7 +215,11 @@ class NodeGroup(SpecModel):
         return self
 
     def _rules(self) -> Iterator[PydanticCustomError]:
-        if not self.min_size <= self.desired_size <= self.max_size:
+        if (
+            self.min_size is not None
+            and self.desired_size is not None
+            and not self.min_size <= self.desired_size <= self.max_size
+        ):
             yield fail(
                 "node_group_sizes",
                 "min_size <= desired_size <= max_size must hold, got {min} <= {desired} <= {max}",
@@ -233,6 +256,17 @@ class NodeGroup(SpecModel):
                 size=size,
             )
 
+    def created_size(self, size: Literal["min_size", "desired_size"]) -> int:
+        """``min_size`` or ``desired_size`` of a group the program creates (validation requires both there)."""
+        value: int | None = getattr(self, size)
+        assert value is not None, f"a created node group has {size}"
+        return value
+
+    @property
+    def described_taints(self) -> tuple[Taint, ...]:
+        """The taints an existing group's nodes carry, as its description lists them."""
+        return tuple(Taint(taint.key, taint.value, taint.effect) for taint in self.taints)
+
     @property
     def hugepages_bytes(self) -> int:
         """The 2 MiB huge pages each node reserves, in bytes: none without efa."""
@@ -248,6 +282,16 @@ class ColdTier(SpecModel):
     )
     protect: bool = Field(True, description="Protect the bucket from deletion by Pulumi.")
     retain_on_delete: bool = Field(True, description="Keep the bucket in AWS when it leaves the stack.")
+    bucket: BucketName | None = Field(
+        None,
+        description="Only with existing_cluster (an EKS name), and required there: the existing bucket to use; "
+        "the program creates none, so expiration_days, protect and retain_on_delete are the bucket owner's.",
+    )
+    kms_key_arn: KmsKeyArn | None = Field(
+        None,
+        description="Only with bucket, and required with it: the KMS key the bucket encrypts its objects with "
+        "(SSE-KMS), which the pods that write the tier may use through S3 only.",
+    )
 
 
 class Ingress(SpecModel):
@@ -325,12 +369,72 @@ class Region(SpecModel):
         description="Admins of the cluster's Kubernetes API and who may reach its endpoint; by default only "
         "the cluster's creator, from inside the VPC.",
     )
-    vpc: Vpc = Field(description="The VPC to create, or an existing one to use.")
+    vpc: Vpc | None = Field(
+        None, description="The VPC to create, or an existing one to use; required unless existing_cluster is given."
+    )
     node_groups: dict[DnsLabel, NodeGroup] = Field(
-        min_length=1, description="Managed node groups by name; at least one without GPUs for system pods."
+        min_length=1,
+        description="Managed node groups by name (with existing_cluster: the cluster's groups, described); at "
+        "least one without GPUs for system pods.",
     )
     cold_tier: ColdTier = Field(default_factory=ColdTier, description="The region's KV cold-tier bucket.")
     ingress: Ingress = Field(default_factory=Ingress, description="The shared ALB every endpoint route uses.")
     metrics: Metrics = Field(
         default_factory=Metrics, description="The region's metrics pipeline, which autoscalers and dashboards read."
     )
+    existing_cluster: ExistingCluster | None = Field(
+        None,
+        description="Run the region's endpoints on a cluster that exists already (docs/existing-cluster.md): "
+        "no VPC, cluster, node groups or cold-tier bucket are created, node_groups describe the cluster's nodes.",
+    )
+
+    def _rules(self) -> Iterator[PydanticCustomError]:
+        if self.existing_cluster is None:
+            yield from self._created_rules()
+        else:
+            yield from existing_region_rules(self, self.existing_cluster)
+
+    def _created_rules(self) -> Iterator[PydanticCustomError]:
+        if self.vpc is None:
+            yield fail(
+                "vpc_required",
+                "is required: give {{cidr, availability_zones}} to create a VPC or {{id, private_subnet_ids}} to "
+                "use one, or existing_cluster to run on a cluster that exists",
+                at="vpc",
+            )
+        for name, group in self.node_groups.items():
+            for size in ("min_size", "desired_size"):
+                if getattr(group, size) is None:
+                    yield fail("node_group_size_required", "is required", at=f"node_groups.{name}.{size}")
+            for described in ("labels", "taints"):
+                if getattr(group, described):
+                    yield fail(
+                        "node_group_described",
+                        "only describes the nodes of an existing_cluster; the program labels and taints the nodes "
+                        "of the groups it creates itself: remove it",
+                        at=f"node_groups.{name}.{described}",
+                    )
+        for named in ("bucket", "kms_key_arn"):
+            if getattr(self.cold_tier, named) is not None:
+                yield fail(
+                    "cold_tier_named",
+                    "names an existing bucket, only used with existing_cluster: the program creates this region's "
+                    "bucket itself; remove it",
+                    at=f"cold_tier.{named}",
+                )
+
+    @property
+    def existing(self) -> bool:
+        """The region's cluster exists already: the program registers only the Kubernetes half there."""
+        return self.existing_cluster is not None
+
+    @property
+    def created_vpc(self) -> Vpc:
+        """The VPC of a region whose cluster the program creates (validation requires it there)."""
+        assert self.vpc is not None, "a region the program creates has a vpc"
+        return self.vpc
+
+    def installs(self, addon: str) -> bool:
+        """Whether the program installs ``addon`` (a field of Addons): everywhere it creates the
+        cluster, and with existing_cluster where the add-on is not present."""
+        return self.existing_cluster is None or self.existing_cluster.addons.installs(addon)

@@ -23,6 +23,7 @@ from components.spec.checks import (
 )
 from components.spec.endpoint import Endpoint
 from components.spec.errors import Problem, SpecError, dotted, problems_from, root_causes
+from components.spec.existing_checks import check_existing_region, check_kubeconfig_placements
 from components.spec.front import GlobalFront, check_front
 from components.spec.metrics import needs_pipeline
 from components.spec.region import Region
@@ -113,9 +114,12 @@ def parse_stack_config(config: Mapping[str, Any], stack: str | None = None) -> S
         targets = {name: endpoint.target_regions for name, endpoint in endpoints.items()}
         problems += check_front(front, regions, targets)
     problems += _pipeline_problems(regions, endpoints, placements)
+    regions = _resolve_metrics(regions, endpoints, placements)
+    for name, region in regions.items():
+        problems += check_existing_region(name, region, catalog, base=None)
+    problems += check_kubeconfig_placements(regions, endpoints, placements, front)
     if problems:
         raise SpecError(sorted(set(root_causes(problems))))
-    regions = _resolve_metrics(regions, endpoints, placements)
     return StackSpec(
         regions=regions, endpoints=endpoints, placements=tuple(placements), global_front=front or GlobalFront()
     )

@@ -25,7 +25,7 @@ config:
 """
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", ["dev", "prod", "existing"])
 def test_validate_accepts_the_example_stacks_with_a_one_line_summary(
     stack: str, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -95,7 +95,7 @@ def test_a_second_resource_with_the_same_urn_fails_the_plan_in_the_engines_words
 # The example stacks keep their URNs.
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", ["dev", "prod", "existing"])
 def test_the_example_stacks_keep_their_urns(stack: str) -> None:
     """A URN that changes is a resource Pulumi deletes and creates anew, unless an alias names the old one."""
     plan = example_plan(stack)

@@ -11,7 +11,7 @@ from fleetctl.mocks import load_balancer_hostname
 from fleetctl.plan import SECRET, Plan, ProgramError, manifest_files, region_of, write_plan
 from tests.component.programs import by_type, example_plan, run_snippet
 
-PROJECT_STACKS = ("dev", "prod")
+PROJECT_STACKS = ("dev", "prod", "existing")
 
 
 @pytest.mark.parametrize("stack", PROJECT_STACKS)

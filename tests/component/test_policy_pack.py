@@ -73,7 +73,7 @@ BAD_PLANS = [
 ]
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", ["dev", "prod", "existing"])
 def test_both_example_stacks_pass_every_rule(stack: str) -> None:
     assert check_plan(example_plan(stack).resources) == []
 

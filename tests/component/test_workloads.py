@@ -165,7 +165,7 @@ def test_the_plan_writes_the_rendered_manifests_per_region_and_namespace() -> No
         assert f"manifests/{region}/_cluster/Namespace-inference.yaml" in files
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", ["dev", "prod", "existing"])
 def test_every_manifest_of_the_example_stacks_is_valid_for_the_cluster_version(stack: str) -> None:
     files = manifest_files(example_plan(stack))
     assert len(files) > 10

@@ -118,3 +118,30 @@ def placed_endpoint(config: Mapping[str, Any], name: str = "chat", region_name: 
     spec = parse_stack_config(config)
     (placement,) = (p for p in spec.placements if p.endpoint == name and p.region == region_name)
     return placed(spec, placement)
+
+
+EKS_ONLY_ADDONS: Final = ("coredns", "eks_pod_identity_agent", "cluster_autoscaler", "aws_load_balancer_controller")
+"""The add-ons a cluster given by kubeconfig must run already (the program installs them through EKS)."""
+DEVICE_PLUGINS: Final = ("nvidia_device_plugin", "efa_device_plugin")
+
+
+def existing_region(
+    cluster: Mapping[str, Any], overrides: Mapping[str, Any] | None = None, *, name: str = REGION
+) -> dict[str, Any]:
+    """:func:`region` on an existing cluster (``cluster`` is its ``existing_cluster``): no VPC, the three
+    groups described by a label ``role: <group>`` with no sizes but max_size, the device plugins present
+    (their nodes carry none of the program's labels), and with kubeconfig every add-on present that the
+    program installs through EKS."""
+    addons = dict.fromkeys(DEVICE_PLUGINS, "present")
+    if "kubeconfig" in cluster:
+        addons.update(dict.fromkeys(EKS_ONLY_ADDONS, "present"))
+    described = {"min_size": DELETE, "desired_size": DELETE}
+    base = region(
+        {
+            "vpc": DELETE,
+            "existing_cluster": merged({"addons": addons}, cluster),
+            "node_groups": {group: {**described, "labels": {"role": group}} for group in ("system", "p5", "gpu")},
+        },
+        name=name,
+    )
+    return merged(base, overrides)

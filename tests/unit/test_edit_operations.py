@@ -53,7 +53,7 @@ def test_indentation_is_read_from_the_file(text: str, expected: Indentation) -> 
     assert detect_indentation(text) == expected
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", ["dev", "prod", "existing"])
 def test_the_example_stacks_render_byte_for_byte_unedited(stack: str) -> None:
     document = StackDocument.read(stack_path(stack))
     assert document.render() == stack_path(stack).read_bytes()

@@ -311,7 +311,7 @@ def test_every_efa_capable_catalog_type_is_one_the_efa_plugin_supports() -> None
 # Whole stacks.
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod"])
+@pytest.mark.parametrize("stack", ["dev", "prod", "existing"])
 def test_every_pod_of_the_example_stacks_can_be_placed(stack: str) -> None:
     _, spec = load_stack(stack_path(stack))
     assert check_schedulable(spec) == []

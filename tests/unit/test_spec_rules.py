@@ -1191,7 +1191,7 @@ def test_accepts_an_existing_vpc_and_an_internet_facing_ingress_with_certificate
             }
         )
     )
-    assert spec.regions[REGION].vpc.creates is False
+    assert spec.regions[REGION].created_vpc.creates is False
     assert spec.regions[REGION].ingress.allowed_cidrs == ("10.0.0.0/8",)
 
 
