@@ -32,6 +32,7 @@ from typing import Any
 
 from components.schedulability.nodes import Node
 from components.schedulability.platform_pods import daemon_sets
+from components.spec.errors import ProblemsError
 from components.spec.region import Region
 from tests.cluster import control_plane
 from tests.cluster.kube import Kube
@@ -112,7 +113,12 @@ def running(kube_binaries: Path, engine: Path, work: Path) -> Iterator[Kube]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    spec = spec_of(Path(args.stack_file))
+    try:
+        spec = spec_of(Path(args.stack_file))
+    except ProblemsError as error:
+        for problem in error.problems:
+            print(problem, file=sys.stderr)
+        return 2
     region = args.region or next(iter(spec.regions))
     if region not in spec.regions:
         print(
