@@ -98,6 +98,18 @@ def create_nodes(kube: Kube, region: Region) -> list[Node]:
     raise RuntimeError(f"kwok did not report the nodes Ready in {READY_SECONDS} s")
 
 
+def replace_nodes(kube: Kube, region: Region) -> list[Node]:
+    """The cluster's nodes become the region's (a test moving from one stack to another)."""
+    for node in kube.objects("v1", "Node"):
+        kube.delete("v1", "Node", node["metadata"]["name"])
+    deadline = time.monotonic() + READY_SECONDS
+    while kube.objects("v1", "Node"):
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the old nodes were not gone in {READY_SECONDS} s")
+        time.sleep(0.2)
+    return create_nodes(kube, region)
+
+
 @contextmanager
 def running(kube_binaries: Path, engine: Path, work: Path) -> Iterator[Kube]:
     """The control plane and kwok up in this network namespace; a client of it."""

@@ -14,7 +14,7 @@ import pytest
 
 from tests.cluster.conftest import START_SECONDS, _logs, binaries
 from tests.cluster.kube import Kube
-from tests.cluster.local_cluster import create_nodes
+from tests.cluster.local_cluster import replace_nodes
 from tests.cluster.namespace import ROOT, serving
 from tests.cluster.stacks import spec_of
 from tests.engine.engine import Engine
@@ -47,9 +47,9 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ku
         kube.close()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def dev_nodes(local_cluster: tuple[Kube, Engine]) -> None:
-    """The dev stack's one region's nodes (tests/cluster/local_cluster.py create_nodes)."""
+    """The dev stack's one region's nodes, in place of whatever nodes the cluster had."""
     kube, _ = local_cluster
     spec = spec_of(ROOT / "stacks" / "Pulumi.dev.yaml")
-    create_nodes(kube, spec.regions["us-west-2"])
+    replace_nodes(kube, spec.regions["us-west-2"])

@@ -10,7 +10,7 @@ import pytest
 
 from components.naming import fleet_labels
 from tests.cluster.kube import Kube
-from tests.cluster.local_cluster import create_nodes
+from tests.cluster.local_cluster import replace_nodes
 from tests.cluster.stacks import spec_of
 from tests.engine.engine import Engine, changed
 from tests.engine.present import install_crds, present_addons
@@ -46,9 +46,7 @@ def dev_on_local_cluster(
     config = local_config("dev")
     stack_file = write_stack_file(config, tmp_path_factory.mktemp("stack") / "Pulumi.dev.yaml")
     region = spec_of(stack_file).regions["us-west-2"]
-    for node in kube.objects("v1", "Node"):
-        kube.delete("v1", "Node", node["metadata"]["name"])
-    create_nodes(kube, region)
+    replace_nodes(kube, region)
     install_crds(kube)
     return kube, engine, config
 
