@@ -3,7 +3,7 @@ inside the local cluster's network namespace: the Automation API serves the prog
 ``pulumi`` CLI on a loopback port of this process, and the CLI and the Kubernetes provider it
 starts reach the API server on the namespace's loopback, so the whole process lives there.
 
-    python -m tests.engine.driver < request.json > result.json
+    python -m tests.engine.driver < request.json
 
 The request names the program (``module:function``, called with no arguments inside the
 engine's run), the project, stack and workspace directory, the stack's config and the operation
@@ -95,7 +95,8 @@ def main() -> int:
         result = run(request)
     except auto.CommandError as error:
         result = {"error": str(error)}
-    json.dump(result, sys.stdout)
+    # To a file of its own: the program runs in this process and may print.
+    Path(request["result"]).write_text(json.dumps(result))
     return 0
 
 

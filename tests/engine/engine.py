@@ -71,7 +71,9 @@ class Engine:
             "config": dict(config or {}),
             "secrets": sorted(secrets),
             "operation": operation,
+            "result": str(self.work / "result.json"),
         }
+        (self.work / "result.json").unlink(missing_ok=True)
         finished = subprocess.run(
             ["nsenter", f"--net=/proc/{self.namespace_pid}/ns/net", sys.executable, "-m", "tests.engine.driver"],
             input=json.dumps(request),
@@ -84,7 +86,7 @@ class Engine:
         )
         if finished.returncode != 0:
             raise EngineError(f"the driver failed ({finished.returncode}):\n{finished.stderr[-6000:]}")
-        result: dict[str, Any] = json.loads(finished.stdout)
+        result: dict[str, Any] = json.loads((self.work / "result.json").read_text())
         if "error" in result:
             raise EngineError(f"pulumi {operation} of {stack} failed:\n{result['error'][-6000:]}")
         return result
