@@ -15,6 +15,7 @@ from __future__ import annotations
 import os
 import runpy
 from pathlib import Path
+from typing import Any, cast
 
 import pulumi
 import pulumi_kubernetes as k8s
@@ -36,7 +37,7 @@ def platform() -> None:
     options = pulumi.ResourceOptions(provider=provider)
     namespace = k8s.core.v1.Namespace("namespace", metadata={"name": NAMESPACE}, opts=options)
     inside = pulumi.ResourceOptions(provider=provider, depends_on=[namespace])
-    container = {
+    container: dict[str, Any] = {
         "name": "server",
         "image": config.require("image"),
         "ports": [{"name": "http", "containerPort": 8000}],
@@ -45,16 +46,19 @@ def platform() -> None:
     deployment = k8s.apps.v1.Deployment(
         "server",
         metadata={"name": "server", "namespace": NAMESPACE},
-        spec={
-            "selector": {"matchLabels": LABELS},
-            "template": {"metadata": {"labels": LABELS}, "spec": {"containers": [container]}},
-        },
+        spec=cast(
+            Any,
+            {
+                "selector": {"matchLabels": LABELS},
+                "template": {"metadata": {"labels": LABELS}, "spec": {"containers": [container]}},
+            },
+        ),
         opts=inside,
     )
     k8s.core.v1.Service(
         "server",
         metadata={"name": "server", "namespace": NAMESPACE},
-        spec={"selector": LABELS, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]},
+        spec=cast(Any, {"selector": LABELS, "ports": [{"name": "http", "port": 80, "targetPort": "http"}]}),
         opts=inside,
     )
     register(
