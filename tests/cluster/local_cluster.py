@@ -93,6 +93,11 @@ def create_nodes(kube: Kube, region: Region) -> list[Node]:
             if any(c["type"] == "Ready" and c["status"] == "True" for c in item["status"].get("conditions", ()))
         }
         if ready >= {node.name for node in nodes}:
+            # kwok's first status of a node it has just seen may land after ours, with its default
+            # amounts; once Ready its node-initialize stage no longer matches, so ours now stay.
+            for node in nodes:
+                amounts = {resource: quantity(resource, value) for resource, value in offers[node.name].items()}
+                kube.patch_status(node_manifest(node), {"capacity": amounts, "allocatable": amounts})
             return nodes
         time.sleep(0.2)
     raise RuntimeError(f"kwok did not report the nodes Ready in {READY_SECONDS} s")
