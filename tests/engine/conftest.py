@@ -18,6 +18,7 @@ from tests.cluster.local_cluster import replace_nodes
 from tests.cluster.namespace import ROOT, serving
 from tests.cluster.stacks import spec_of
 from tests.engine.engine import Engine
+from tests.engine.stacks import KUBECONFIG_VARIABLE
 
 BUILD = ROOT / "tools" / "engine" / "build.sh"
 
@@ -43,6 +44,8 @@ def local_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Ku
     arguments = ["tests.cluster.local_cluster", "serve", str(binaries()), str(build), str(work)]
     with serving(arguments, work / "driver.log", START_SECONDS, lambda: _logs(work)) as started:
         kube = Kube(started["server"], work / "pki", int(started["pid"]))
+        # What stacks moved onto the local cluster name (tests/engine/stacks.py), here and in the driver.
+        os.environ[KUBECONFIG_VARIABLE] = Path(started["kubeconfig"]).read_text()
         yield kube, Engine(build, int(started["pid"]), Path(started["kubeconfig"]), work)
         kube.close()
 

@@ -1,6 +1,7 @@
 """An example stack moved onto the local cluster: each of its regions becomes an
-``existing_cluster`` reached by ``kubeconfig: env:KUBECONFIG`` (the kubeconfig the real-engine
-tests' driver has), every platform add-on ``present`` (their Helm charts cannot be fetched here;
+``existing_cluster`` reached by ``kubeconfig: env:LOCAL_CLUSTER_KUBECONFIG`` (the local cluster's
+kubeconfig text, set by tests/engine/conftest.py), every platform add-on ``present`` (their Helm
+charts cannot be fetched here;
 the CRDs the program applies itself it still applies), node groups *described* as the program
 would make them (its labels and taints, components/scheduling.py), and what a region reached by
 kubeconfig alone cannot have dropped: the VPC, cluster access, protect and cold tier belong to a
@@ -23,6 +24,8 @@ from tests.cluster.namespace import ROOT
 
 REGIONS = "inference-fleet:regions"
 ENDPOINTS = "inference-fleet:endpoints"
+KUBECONFIG_VARIABLE = "LOCAL_CLUSTER_KUBECONFIG"
+"""Holds the local cluster's kubeconfig text (``env:VAR`` is the text, not a path: components/spec/existing.py)."""
 CREATED_CLUSTER_KEYS = ("vpc", "cluster_access", "protect", "cold_tier")
 CREATED_GROUP_KEYS = ("min_size", "desired_size", "capacity_type")
 
@@ -45,7 +48,7 @@ def local_config(stack: str) -> dict[str, Any]:
     for region in config["regions"].values():
         for key in CREATED_CLUSTER_KEYS:
             region.pop(key, None)
-        region["existing_cluster"] = {"kubeconfig": "env:KUBECONFIG", "addons": present}
+        region["existing_cluster"] = {"kubeconfig": f"env:{KUBECONFIG_VARIABLE}", "addons": present}
         region["node_groups"] = {name: _described(name, group) for name, group in region["node_groups"].items()}
     for endpoint in config["endpoints"].values():
         endpoint.pop("model_source", None)

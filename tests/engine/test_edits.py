@@ -82,11 +82,9 @@ def test_the_engine_takes_the_steps_the_diff_promises(
     dev_up: tuple[Engine, Path],
     edit: tuple[str, ...],
     tmp_path: Path,
-    monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     engine, base = dev_up
-    monkeypatch.setenv("KUBECONFIG", str(engine.kubeconfig))  # env:KUBECONFIG, read by the offline plan too
     head = tmp_path / "Pulumi.dev.yaml"
     shutil.copyfile(base, head)
     assert fleetctl([*edit, "--stack-file", str(head)]) == 0
