@@ -18,7 +18,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 IAM_SIMULATE := tools/iam-simulate
 IAM_SIMULATE_STAMP := $(IAM_SIMULATE)/node_modules/.installed
 
-.PHONY: install plan validate test system-deps kube lint typecheck generate check clean bench
+.PHONY: install plan validate test system-deps kube engine lint typecheck generate check clean bench
 
 # What the program and fleetctl need (`make plan`), then the test tooling on top (`make test`).
 $(RUNTIME_STAMP): requirements.txt constraints.txt pyproject.toml
@@ -53,7 +53,7 @@ validate: $(RUNTIME_STAMP)
 plan: validate
 	$(BIN)/fleetctl plan --stack $(STACK)
 
-test: $(STAMP) system-deps kube $(POLICY_STAMP) $(CHECKOV_STAMP) $(IAM_SIMULATE_STAMP)
+test: $(STAMP) system-deps kube engine $(POLICY_STAMP) $(CHECKOV_STAMP) $(IAM_SIMULATE_STAMP)
 	$(BIN)/python -m pytest
 
 # The Mooncake wheel's store client links Debian's libibverbs1 (the end-to-end store tests);
@@ -70,6 +70,12 @@ system-deps:
 # checkout (tools/kube/build.sh; docs/real-control-plane.md). Test-only: `make plan` never needs Go.
 kube:
 	tools/kube/build.sh >/dev/null
+
+# The real-engine tests' Pulumi CLI and Kubernetes provider, and kwok for the local cluster, compiled
+# with Go from the modules tools/engine/ pins, once per machine, into a cache outside the checkout
+# (tools/engine/build.sh; docs/real-engine.md). Test-only: `make plan` never needs them.
+engine:
+	tools/engine/build.sh >/dev/null
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

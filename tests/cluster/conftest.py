@@ -4,25 +4,20 @@ namespace and stopped after the last test (docs/real-control-plane.md)."""
 
 from __future__ import annotations
 
-import json
 import os
-import select
 import shutil
 import subprocess
-import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from tests.cluster.kube import Kube
+from tests.cluster.namespace import ROOT, serving
 from tests.cluster.pki import make_pki
 
-ROOT = Path(__file__).resolve().parents[2]
 BUILD = ROOT / "tools" / "kube" / "build.sh"
 START_SECONDS = 150
-STOP_SECONDS = 30
 
 
 def binaries() -> Path:
@@ -50,33 +45,8 @@ def control_plane(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kube]:
     directory = binaries()
     work = tmp_path_factory.mktemp("control-plane")
     make_pki(work / "pki")
-    with (work / "driver.log").open("wb") as driver_log:
-        process = subprocess.Popen(
-            ["unshare", "-n", sys.executable, "-m", "tests.cluster.control_plane", str(directory), str(work)],
-            cwd=ROOT,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=driver_log,
-        )
-    assert process.stdout is not None
-    assert process.stdin is not None
-    try:
-        deadline = time.monotonic() + START_SECONDS
-        line = b""
-        while not line.endswith(b"\n"):
-            ready, _, _ = select.select([process.stdout], [], [], max(0.0, deadline - time.monotonic()))
-            chunk = os.read(process.stdout.fileno(), 4096) if ready else b""
-            if not chunk:
-                pytest.fail(f"the control plane did not start (exit {process.poll()}):\n{_logs(work)}")
-            line += chunk
-        started = json.loads(line)
+    arguments = ["tests.cluster.control_plane", str(directory), str(work)]
+    with serving(arguments, work / "driver.log", START_SECONDS, lambda: _logs(work)) as started:
         kube = Kube(started["server"], work / "pki", int(started["pid"]))
         yield kube
         kube.close()
-    finally:
-        process.stdin.close()
-        try:
-            process.wait(STOP_SECONDS)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()

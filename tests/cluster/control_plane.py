@@ -18,9 +18,10 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tests.cluster.pki import SERVER_ADDRESS, kubeconfig
 
@@ -129,8 +130,11 @@ def _stop(processes: dict[str, subprocess.Popen[bytes]]) -> None:
             process.wait()
 
 
-def main(argv: list[str]) -> int:
-    binaries, work = Path(argv[0]), Path(argv[1])
+@contextmanager
+def running(binaries: Path, work: Path) -> Iterator[dict[str, Any]]:
+    """The four components up in this (private) network namespace, with the credentials under
+    ``work/pki``; yields what the first line says (server, version, seconds to start), and stops
+    them on the way out. Raises RuntimeError, with the failing one's log, if one does not start."""
     subprocess.run(["ip", "link", "set", "lo", "up"], check=True)
     subprocess.run(["ip", "addr", "add", f"{ADVERTISED}/32", "dev", "lo"], check=True)
     logs = work / "logs"
@@ -162,18 +166,20 @@ def main(argv: list[str]) -> int:
             _wait(name, processes[name], checks[name], logs, deadline)
         with urllib.request.urlopen(f"{SERVER}/version", context=admin) as response:
             version = json.load(response)["gitVersion"]
-        print(
-            json.dumps(
-                {"pid": os.getpid(), "server": SERVER, "version": version, "seconds": time.monotonic() - started}
-            ),
-            flush=True,
-        )
-        sys.stdin.read()  # until the test session closes our standard input (or dies)
+        yield {"server": SERVER, "version": version, "seconds": time.monotonic() - started}
+    finally:
+        _stop(processes)
+
+
+def main(argv: list[str]) -> int:
+    binaries, work = Path(argv[0]), Path(argv[1])
+    try:
+        with running(binaries, work) as started:
+            print(json.dumps({"pid": os.getpid(), **started}), flush=True)
+            sys.stdin.read()  # until the test session closes our standard input (or dies)
     except RuntimeError as error:
         print(str(error), file=sys.stderr, flush=True)
         return 1
-    finally:
-        _stop(processes)
     return 0
 
 
