@@ -454,7 +454,15 @@ def run_region(kube: Kube, region_name: str, region: Region, *stages: Sequence[M
     nodes = nodes_of(region)
     run = RegionRun(nodes)
     create_nodes(kube, nodes)
-    plugins = daemon_sets(region, nodes)
+    # The platform's DaemonSets as stand-ins, but for those the plan holds itself (the EFA startup
+    # taint's remover): the plan's own manifest of it is applied with the rest.
+    planned = {
+        manifest["metadata"]["name"]
+        for stage in stages
+        for manifest in stage
+        if manifest["kind"] == "DaemonSet" and manifest["metadata"].get("namespace") == "kube-system"
+    }
+    plugins = [daemon_set for daemon_set in daemon_sets(region, nodes) if daemon_set.name not in planned]
     for daemon_set in plugins:
         kube.apply(daemon_set_manifest(daemon_set), PLATFORM_MANAGER)
     # Device plugins register their hardware where their pod runs: only then does a node offer it.
@@ -484,6 +492,10 @@ def run_region(kube: Kube, region_name: str, region: Region, *stages: Sequence[M
         apply_all(kube, manifests)
         scale_to_ceilings(kube, manifests)
         run.pods = settle(kube)
+    for state in run.pods:
+        name = state.workload.split("/", 1)[1] if state.workload.startswith("DaemonSet ") else None
+        if state.node and name in planned:
+            run.landed.setdefault(name, set()).add(state.node)
     for kind in ("Deployment", "StatefulSet"):
         for item in kube.objects("apps/v1", kind):
             metadata = item["metadata"]
