@@ -182,7 +182,7 @@ def test_an_edit_and_its_diff_on_an_existing_cluster_touch_only_kubernetes_objec
     assert code == 2, err
     changed = [entry for region in json.loads(out)["regions"].values() for entry in region["resources"]]
     assert [(entry["type"], entry["name"], entry["action"]) for entry in changed] == [
-        ("kubernetes:apps/v1:StatefulSet", "us-east-2-chat-pd-prefill", "update")
+        ("kubernetes:apps/v1:Deployment", "us-east-2-chat-pd-prefill", "update")
     ]
 
 
