@@ -494,7 +494,7 @@ def run_region(kube: Kube, region_name: str, region: Region, *stages: Sequence[M
         run.pods = settle(kube)
     for state in run.pods:
         name = state.workload.split("/", 1)[1] if state.workload.startswith("DaemonSet ") else None
-        if state.node and name in planned:
+        if state.node and name is not None and name in planned:
             run.landed.setdefault(name, set()).add(state.node)
     for kind in ("Deployment", "StatefulSet"):
         for item in kube.objects("apps/v1", kind):
