@@ -45,26 +45,9 @@ complete() {
 	[[ -s $1/share/kwok-stages.yaml ]]
 }
 
-if complete "$target"; then
-	echo "$target"
-	exit 0
-fi
-if [[ ${1:-} == --check ]]; then
-	echo "build.sh: no engine built in $target; run make engine (tools/engine/build.sh)" >&2
-	exit 1
-fi
-
-mkdir -p "$root"
-# One build at a time per machine; whoever waited finds the binaries already there.
-exec 9>"$root/.lock"
-flock 9
-if complete "$target"; then
-	echo "$target"
-	exit 0
-fi
-
-staging=$(mktemp -d "$root/.build.XXXXXX")
-trap 'rm -rf "$staging"' EXIT
+# shellcheck source=../cached-build.sh
+source "$here/../cached-build.sh"
+cached_build_begin "$target" "$root" "engine" "engine (tools/engine/build.sh)" "${1:-}"
 mkdir -p "$staging/bin" "$staging/share"
 jobs=()
 if [[ -n ${ENGINE_BUILD_JOBS:-} ]]; then
@@ -97,10 +80,4 @@ for stage in "$kwok"/kustomize/stage/node/fast/node-initialize.yaml "$kwok"/kust
 	cat "$stage"
 done >"$staging/share/kwok-stages.yaml"
 
-complete "$staging"
-mkdir -p "$(dirname "$target")"
-chmod 755 "$staging"
-mv "$staging" "$target"
-trap - EXIT
-echo "build.sh: built in $((SECONDS - started)) s" >&2
-echo "$target"
+cached_build_finish "$target" "$started"

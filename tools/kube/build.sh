@@ -41,26 +41,9 @@ complete() {
 	done
 }
 
-if complete "$target"; then
-	echo "$target"
-	exit 0
-fi
-if [[ ${1:-} == --check ]]; then
-	echo "build.sh: no control plane built in $target; run make kube (tools/kube/build.sh)" >&2
-	exit 1
-fi
-
-mkdir -p "$root"
-# One build at a time per machine; whoever waited finds the binaries already there.
-exec 9>"$root/.lock"
-flock 9
-if complete "$target"; then
-	echo "$target"
-	exit 0
-fi
-
-staging=$(mktemp -d "$root/.build.XXXXXX")
-trap 'rm -rf "$staging"' EXIT
+# shellcheck source=../cached-build.sh
+source "$here/../cached-build.sh"
+cached_build_begin "$target" "$root" "control plane" "kube (tools/kube/build.sh)" "${1:-}"
 jobs=()
 if [[ -n ${KUBE_BUILD_JOBS:-} ]]; then
 	jobs=(-p "$KUBE_BUILD_JOBS")
@@ -75,10 +58,4 @@ started=$SECONDS
 echo "build.sh: building Kubernetes $version and etcd into $target" >&2
 (cd "$here" && go build "${jobs[@]}" -trimpath -buildvcs=false -ldflags "$ldflags" -o "$staging/" ./cmd/...)
 (cd "$here/etcd" && go build "${jobs[@]}" -trimpath -buildvcs=false -ldflags "-s -w" -o "$staging/etcd" .)
-complete "$staging"
-mkdir -p "$(dirname "$target")"
-chmod 755 "$staging"
-mv "$staging" "$target"
-trap - EXIT
-echo "build.sh: built in $((SECONDS - started)) s" >&2
-echo "$target"
+cached_build_finish "$target" "$started"
