@@ -393,7 +393,10 @@ class Peers(Watch):
             was = self.engines.get(host, [])
             if self.heard(host, None if listed is None else bool(listed), bool(was)):
                 engines[host] = listed or was
-        self.decode_up = self.heard("decode", await decode, self.decode_up)
+        decode_up = self.heard("decode", await decode, self.decode_up)
+        if decode_up != self.decode_up:
+            LOG.info("decode %s", "serving" if decode_up else "out of rotation")
+        self.decode_up = decode_up
         for host in sorted(engines.keys() | self.engines.keys()):
             if engines.get(host) != self.engines.get(host):
                 ids = [engine.engine_id for engine in engines.get(host, [])]

@@ -31,14 +31,18 @@ the first fails. Both stand-ins serve the routes the proxy forwards unsplit: ``G
 ``POST /v1/responses``, the ``/v1`` ones behind the key as vLLM's ``AuthenticationMiddleware`` guards
 them (serve/middleware/authenticate.py, ``GUARDED_PREFIX``).
 
-SIGUSR2 toggles a stalled ``/health`` (it answers after ``STALL_SECONDS``: a saturated server) while
-completions are served as before. SIGTERM drains as vLLM 0.33.0 does with ``--shutdown-timeout``
-(entrypoints/launchers/launcher.py ``handle_shutdown``: the engine client drains first, the HTTP server
-stops only after): the server goes on accepting and ``/health`` on answering 200 (the engine is alive),
-but the engine refuses every new request (v1/engine/core.py ``_reject_add_in_shutdown``: finished
-``FinishReason.ABORT``, answered 200 with finish_reason "abort"); the requests in flight finish, a
-prefill keeps its bootstrap server and side channel until the KV of its finished requests is pulled
-(the engine steps while it has them), then every connection closes and the process exits.
+While the file ``--stall-file`` names exists, ``/health`` answers after ``STALL_SECONDS`` (a saturated
+server) and completions are served as before. A file, not a signal: the kernel keeps one pending signal of
+a kind (two sent back to back run a toggle once) and delivers pending real-time signals lowest first, so
+"stall" and "answer again" sent in one breath could land in either order.
+
+SIGTERM drains as vLLM 0.33.0 does with ``--shutdown-timeout`` (entrypoints/launchers/launcher.py
+``handle_shutdown``: the engine client drains first, the HTTP server stops only after): the server goes on
+accepting and ``/health`` on answering 200 (the engine is alive), but the engine refuses every new request
+(v1/engine/core.py ``_reject_add_in_shutdown``: finished ``FinishReason.ABORT``, answered 200 with
+finish_reason "abort"); the requests in flight finish, a prefill keeps its bootstrap server and side channel
+until the KV of its finished requests is pulled (the engine steps while it has them), then every connection
+closes and the process exits.
 
 A streamed decode whose prompt is ``HOLD_PROMPT`` sends its first event, then holds the stream
 open (an SSE comment every 100 ms, up to ``HOLD_SECONDS``) until the proxy goes away: a long
@@ -76,7 +80,9 @@ KEEP_KV_SECONDS = 10.0
 """How long a draining prefill waits for its KV to be pulled (vLLM: VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT)."""
 DRAIN_SECONDS = 1.0
 """A drain lasts at least this long: some generation is always in flight on a busy server."""
-STATE = {"stalled": False, "draining": False, "in_flight": 0}
+STATE = {"draining": False, "in_flight": 0}
+STALL_FILE: list[str] = []
+"""``--stall-file``, once parsed."""
 STATE_LOCK = threading.Lock()
 
 
@@ -206,7 +212,7 @@ class VllmServer(Counted, Handler):
 
     def do_GET(self) -> None:
         if self.path == "/health":
-            if STATE["stalled"]:
+            if any(os.path.exists(path) for path in STALL_FILE):
                 time.sleep(STALL_SECONDS)
             self.send_json(200, {})
         elif self.path == "/v1/models" and self.authorized():
@@ -401,10 +407,6 @@ def serve(server: ThreadingHTTPServer) -> ThreadingHTTPServer:
     return server
 
 
-def toggle_stall(*_: Any) -> None:
-    STATE["stalled"] = not STATE["stalled"]
-
-
 def drain(prefill: Prefill | None) -> None:
     """vLLM's drain (STATE["draining"] set: new requests refused): the requests in flight finish and a
     prefill's KV is pulled; then the process exits, closing every connection."""
@@ -420,7 +422,9 @@ def main() -> None:
     parser.add_argument("--host", required=True)
     parser.add_argument("--port", type=int, required=True)
     parser.add_argument("--bootstrap-port", type=int)
+    parser.add_argument("--stall-file", default="")
     arguments = parser.parse_args()
+    STALL_FILE[:] = [arguments.stall_file] if arguments.stall_file else []
     handler: type[Handler] = Decode
     prefill = None
     if arguments.role == "prefill":
@@ -432,7 +436,6 @@ def main() -> None:
         serve(ThreadingHTTPServer((arguments.host, arguments.bootstrap_port), bootstrap))
         signal.signal(signal.SIGUSR1, prefill.restart_in_place)
     serve(ThreadingHTTPServer((arguments.host, arguments.port), handler))
-    signal.signal(signal.SIGUSR2, toggle_stall)
     signal.signal(signal.SIGTERM, lambda *_: STATE.update(draining=True))
     print("serving", flush=True)
     # Until SIGTERM. Not signal.pause(): the kernel may hand a signal to a server thread, which leaves the

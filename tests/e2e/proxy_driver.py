@@ -67,12 +67,16 @@ class Scene:
 
     def start_standin(self, role: str, address: str) -> None:
         argv = [sys.executable, "-m", "tests.e2e.pd_standins", role, "--host", address]
-        argv += ["--port", str(self.spec["port"])]
+        argv += ["--port", str(self.spec["port"]), "--stall-file", str(self.stall_file(address))]
         if role == "prefill":
             argv += ["--bootstrap-port", str(self.spec["bootstrap_port"])]
         self.start(address, argv, self.standin_env)
         check = f"http://{address}:{self.spec['port']}/health"
         wait_until(lambda: get(check)[0] == 200, f"stand-in {role} {address} serving")
+
+    def stall_file(self, address: str) -> Path:
+        """While it exists, the stand-in at ``address`` answers /health late."""
+        return self.logs / f"{address}.stalled"
 
     def engine_id(self, address: str) -> str:
         status, body = get(f"http://{address}:{self.spec['bootstrap_port']}/query")
@@ -158,10 +162,10 @@ def shapes(scene: Scene) -> dict[str, Any]:
 
 
 def stalled(scene: Scene, seconds: float, addresses: list[str]) -> dict[str, Any]:
-    """``addresses``' /health stalls for ``seconds`` (SIGUSR2 each way) while requests go on: what the
+    """``addresses``' /health stalls for ``seconds`` while requests go on: what the
     proxy's /health answered meanwhile and how many requests failed."""
     for address in addresses:
-        scene.processes[address].send_signal(signal.SIGUSR2)
+        scene.stall_file(address).touch()
     started, statuses, failed, requests = time.monotonic(), [], [], 0
     while time.monotonic() - started < seconds:
         statuses.append(scene.health())
@@ -171,7 +175,7 @@ def stalled(scene: Scene, seconds: float, addresses: list[str]) -> dict[str, Any
             failed.append(answer)
         time.sleep(0.1)
     for address in addresses:
-        scene.processes[address].send_signal(signal.SIGUSR2)
+        scene.stall_file(address).unlink()
     first_503 = statuses.index(503) if 503 in statuses else None
     return {"statuses": sorted(set(statuses)), "requests": requests, "failed": failed[:3], "first_503": first_503}
 

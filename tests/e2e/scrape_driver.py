@@ -69,6 +69,20 @@ def query(port: int, promql: str) -> list[dict[str, Any]]:
     return result
 
 
+def scraped_once(port: int, stand_ins: set[str]) -> bool:
+    """Whether Prometheus on ``port`` has scraped every one of its active targets at least once, and
+    some of them at each of ``stand_ins``' addresses (``/api/v1/targets``: a target not scraped yet
+    has health "unknown")."""
+    url = f"http://127.0.0.1:{port}/api/v1/targets?state=active"
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            targets = json.load(response)["data"]["activeTargets"]
+    except OSError:
+        return False
+    scraped = {target["labels"].get("instance") for target in targets if target["health"] == "up"}
+    return all(target["health"] != "unknown" for target in targets) and stand_ins <= scraped
+
+
 def start_prometheus(
     binary: str, config: dict[str, Any], groups: dict[str, list[dict[str, Any]]], work: Path
 ) -> tuple[subprocess.Popen[bytes], int]:
@@ -112,19 +126,13 @@ def main() -> None:
     process, port = start_prometheus(scene["prometheus"], scene["config"], groups, work)
     try:
         deadline = time.monotonic() + WAIT_SECONDS
-        expected = set(scene["expositions"])
-        while True:
-            try:
-                up = query(port, "up == 1")
-                scraped = {series["metric"].get("instance") for series in up}
-                wanted = {f"127.0.0.1:{servers[name][1]}" for name in expected}
-                if wanted <= scraped:
-                    break
-            except OSError:
-                pass
+        expected = {f"127.0.0.1:{servers[name][1]}" for name in scene["expositions"]}
+        # Every target the relabelling kept scraped once (several targets may share one stand-in, as a
+        # primary's proxy and its canary's do, so the stand-ins' addresses alone would not say).
+        while not scraped_once(port, expected):
             if time.monotonic() > deadline:
                 print((work / "prometheus.log").read_text()[-3000:], file=sys.stderr)
-                raise TimeoutError("Prometheus did not scrape every stand-in")
+                raise TimeoutError("Prometheus did not scrape every target")
             time.sleep(0.5)
         series = query(port, '{__name__=~".+", __name__!="up", job!="prometheus"}')
         every_up = query(port, 'up{job!="prometheus"}')
