@@ -1,18 +1,19 @@
-"""What the platform add-ons a stack marks ``present`` would do on a real cluster, as far as the
-provider's awaits look: their CRDs are in the API (applied here, as the cluster's owner installed
-them), the AWS Load Balancer Controller gives every Ingress an address (the provider's Ingress
-await waits for ``.status.loadBalancer.ingress``: provider/pkg/await/ingress.go), and
-LeaderWorkerSet's controller turns each LeaderWorkerSet into StatefulSets whose pods back the
-Services the provider awaits endpoints for (provider/pkg/await/service.go). Played by a thread
-polling the API server while the engine runs."""
+"""What the platform add-ons a stack marks ``present`` would do on a real cluster, as far as the provider's
+awaits look: their CRDs are in the API and the metrics pipeline's namespace exists (applied here, as the
+cluster's owner installed them: docs/existing-cluster.md says a present pipeline runs in
+``inference-fleet-metrics``, where the program puts its dashboard), the AWS Load Balancer Controller
+gives every Ingress an address (the provider's Ingress await waits for ``.status.loadBalancer.ingress``:
+provider/pkg/await/ingress.go), and LeaderWorkerSet's controller turns each LeaderWorkerSet into
+StatefulSets whose pods back the Services the provider awaits endpoints for
+(provider/pkg/await/service.go). Played by a thread polling the API server while the engine runs."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 
+from components import naming
 from components.catalog import applied_crds, pins
 from tests.cluster.kube import ApiError, Kube
 from tests.cluster.region import group_stand_ins, wait_established
@@ -23,12 +24,14 @@ CHARTS = ("keda", "lws", "aws_load_balancer_controller")
 """The add-ons whose CRDs the program's objects need (ScaledObject, LeaderWorkerSet, TargetGroupBinding)."""
 
 
-def install_crds(kube: Kube) -> list[dict[str, Any]]:
+def install_present(kube: Kube) -> None:
+    """What the cluster's owner installed with the present add-ons: their CRDs, the pipeline's namespace."""
     crds = [crd for chart in CHARTS for crd in applied_crds(getattr(pins().charts, chart))]
     for crd in crds:
         kube.apply(crd, MANAGER, force=True)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": naming.METRICS_NAMESPACE}}
+    kube.apply(namespace, MANAGER, force=True)
     wait_established(kube, crds)
-    return crds
 
 
 def _load_balance(kube: Kube) -> None:

@@ -5,12 +5,17 @@ charts cannot be fetched here;
 the CRDs the program applies itself it still applies), node groups *described* as the program
 would make them (its labels and taints, components/scheduling.py), and what a region reached by
 kubeconfig alone cannot have dropped: the VPC, cluster access, protect and cold tier belong to a
-created cluster, and weights synced from S3 (``model_source``) to a Pod Identity role; those
-endpoints serve ``model`` from the Hugging Face Hub instead."""
+created cluster, and weights synced from S3 (``model_source``) and a store's cold tier to a Pod
+Identity role; those endpoints serve ``model`` from the Hugging Face Hub instead, and a store keeps
+its memory and disk tiers. The one local cluster is one region: a stack of several regions is moved
+there one region at a time (``region``), the others dropped. The stack file keeps its encrypted
+secrets (the offline plan and `fleetctl` read them so); the engine gets ``secret_value`` for each,
+set as a Pulumi secret (``engine_config``, ``SECRETS``)."""
 
 from __future__ import annotations
 
 import copy
+import json
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +29,9 @@ from tests.cluster.namespace import ROOT
 
 REGIONS = "inference-fleet:regions"
 ENDPOINTS = "inference-fleet:endpoints"
+SECRETS_KEY = "inference-fleet:secrets"
+SECRETS = frozenset({SECRETS_KEY})
+"""The config keys the engine holds as secrets."""
 KUBECONFIG_VARIABLE = "LOCAL_CLUSTER_KUBECONFIG"
 """Holds the local cluster's kubeconfig text (``env:VAR`` is the text, not a path: components/spec/existing.py)."""
 CREATED_CLUSTER_KEYS = ("vpc", "cluster_access", "protect", "cold_tier")
@@ -41,25 +49,45 @@ def _described(name: str, group: dict[str, Any]) -> dict[str, Any]:
     return described
 
 
-def local_config(stack: str) -> dict[str, Any]:
-    """The stack's config (``inference-fleet:*`` keys) on the local cluster."""
+def secret_value(secret: str, key: str) -> str:
+    """What the tests set as the value of a stack's encrypted secret ``secret``.``key``."""
+    return f"engine-tests-{secret}-{key}"
+
+
+def local_config(stack: str, region: str | None = None) -> dict[str, Any]:
+    """The stack's config (``inference-fleet:*`` keys) on the local cluster: every region, or only
+    ``region``."""
     config = copy.deepcopy(read_stack_file(ROOT / "stacks" / f"Pulumi.{stack}.yaml").project_config)
+    if region is not None:
+        config["regions"] = {region: config["regions"][region]}
     present = dict.fromkeys(Addons.model_fields, "present")
-    for region in config["regions"].values():
+    for settings in config["regions"].values():
         for key in CREATED_CLUSTER_KEYS:
-            region.pop(key, None)
-        region["existing_cluster"] = {"kubeconfig": f"env:{KUBECONFIG_VARIABLE}", "addons": present}
-        region["node_groups"] = {name: _described(name, group) for name, group in region["node_groups"].items()}
+            settings.pop(key, None)
+        settings["existing_cluster"] = {"kubeconfig": f"env:{KUBECONFIG_VARIABLE}", "addons": present}
+        settings["node_groups"] = {name: _described(name, group) for name, group in settings["node_groups"].items()}
     for endpoint in config["endpoints"].values():
         endpoint.pop("model_source", None)
+        endpoint.get("mooncake", {}).get("store", {}).pop("cold_tier_enabled", None)
     if "global" in config:
         config["global"] = {**config["global"], "enabled": False}
     return {f"inference-fleet:{key}": value for key, value in config.items()}
 
 
+def engine_config(config: dict[str, Any]) -> dict[str, Any]:
+    """``config`` as the engine gets it: each encrypted secret's value ``secret_value``, the key under
+    ``SECRETS`` (tests/engine/driver.py sets those keys as Pulumi secrets)."""
+    if SECRETS_KEY not in config:
+        return config
+    values = {name: {key: secret_value(name, key) for key in keys} for name, keys in config[SECRETS_KEY].items()}
+    return {**config, SECRETS_KEY: values}
+
+
 def write_stack_file(config: dict[str, Any], path: Path) -> Path:
     """``config`` as a stack file (for the offline plan and `fleetctl` of the same stack)."""
     yaml = YAML()
+    yaml.width = 4096  # no value folded onto a line of its own: `fleetctl` edits keep every line as written
     with path.open("w") as handle:
-        yaml.dump({"config": config}, handle)
+        # A copy sharing no object: ruamel writes an object met twice as an alias, which stack files refuse.
+        yaml.dump({"config": json.loads(json.dumps(config))}, handle)
     return path

@@ -1,8 +1,8 @@
-"""Every `fleetctl` edit the update tests cover on dev (tests/cluster/test_updates.py EDITS), on dev
-moved onto the local cluster: the steps the real engine's preview takes per URN are the verdicts
-`fleetctl diff` gives (create, update, replace, delete), and the `up` converges. Where the two
-disagree the engine is right: fleetctl/replacements.py is what to fix, and docs/real-engine.md
-lists what was found."""
+"""Every `fleetctl` edit the update tests cover (tests/cluster/test_updates.py EDITS), on dev and on prod's
+first region moved onto the local cluster (tests/engine/stacks.py): the steps the real engine's preview
+takes per URN are the verdicts `fleetctl diff` gives (create, update, replace, delete), and the `up`
+converges. Where the two disagree the engine is right: fleetctl/replacements.py is what to fix, and
+docs/real-engine.md lists what was found."""
 
 from __future__ import annotations
 
@@ -24,14 +24,15 @@ from tests.cluster.local_cluster import replace_nodes
 from tests.cluster.stacks import spec_of
 from tests.cluster.test_updates import EDITS
 from tests.engine.engine import Engine
-from tests.engine.present import install_crds, present_addons
-from tests.engine.stacks import local_config, write_stack_file
+from tests.engine.present import install_present, present_addons
+from tests.engine.stacks import SECRETS, engine_config, local_config, write_stack_file
 
 pytestmark = pytest.mark.engine
 
 PROGRAM = "tests.engine.programs:project"
 PROJECT = "inference-fleet"
-DEV_EDITS = [edit[1:] for edit in EDITS if edit[0] == "dev"]
+REGION = {"dev": "us-west-2", "prod": "us-east-1"}
+"""The region of each stack the edits run on (the local cluster is one region)."""
 ACTIONS = {
     "create": CREATE,
     "update": UPDATE,
@@ -44,7 +45,8 @@ ACTIONS = {
 
 
 def _config(stack_file: Path) -> dict[str, Any]:
-    return {f"inference-fleet:{key}": value for key, value in read_stack_file(stack_file).project_config.items()}
+    config = {f"inference-fleet:{key}": value for key, value in read_stack_file(stack_file).project_config.items()}
+    return engine_config(config)
 
 
 def engine_actions(steps: list[dict[str, str]]) -> dict[str, str]:
@@ -62,38 +64,60 @@ def diff_actions(base: Path, head: Path) -> dict[str, str]:
     return {c.urn: c.action for c in diff_plans(*documents).resources if is_kubernetes_object(c.type)}
 
 
-@pytest.fixture(scope="module")
-def dev_up(
-    local_cluster: tuple[Kube, Engine], tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[Engine, Path]]:
-    """Dev on the local cluster, up; destroyed after the module's tests."""
+def edits_of(stack: str) -> list[tuple[str, ...]]:
+    return [edit[1:] for edit in EDITS if edit[0] == stack]
+
+
+def ids_of(stack: str) -> list[str]:
+    return ["-".join(edit[:2]) for edit in edits_of(stack)]
+
+
+@pytest.fixture(scope="class")
+def stack_up(
+    request: pytest.FixtureRequest, local_cluster: tuple[Kube, Engine], tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[tuple[Engine, str, Path]]:
+    """The class's stack (its region) on the local cluster, up; destroyed after the class's edits."""
     kube, engine = local_cluster
-    base = write_stack_file(local_config("dev"), tmp_path_factory.mktemp("dev") / "Pulumi.dev.yaml")
-    replace_nodes(kube, spec_of(base).regions["us-west-2"])
-    install_crds(kube)
+    stack: str = request.cls.STACK
+    base = write_stack_file(local_config(stack, REGION[stack]), tmp_path_factory.mktemp(stack) / f"Pulumi.{stack}.yaml")
+    replace_nodes(kube, spec_of(base).regions[REGION[stack]])
+    install_present(kube)
     with present_addons(kube):
-        engine.run(PROGRAM, "dev", "up", _config(base), project=PROJECT)
-        yield engine, base
-        engine.run(PROGRAM, "dev", "destroy", _config(base), project=PROJECT)
+        engine.run(PROGRAM, stack, "up", _config(base), SECRETS, project=PROJECT)
+        yield engine, stack, base
+        engine.run(PROGRAM, stack, "destroy", _config(base), SECRETS, project=PROJECT)
 
 
-@pytest.mark.parametrize("edit", DEV_EDITS, ids=["-".join(edit[:2]) for edit in DEV_EDITS])
-def test_the_engine_takes_the_steps_the_diff_promises(
-    dev_up: tuple[Engine, Path],
-    edit: tuple[str, ...],
-    tmp_path: Path,
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    engine, base = dev_up
-    head = tmp_path / "Pulumi.dev.yaml"
-    shutil.copyfile(base, head)
-    assert fleetctl([*edit, "--stack-file", str(head)]) == 0
-    capsys.readouterr()
-    promised = diff_actions(base, head)
-    assert promised, "the edit changes no Kubernetes object"
-    preview = engine.run(PROGRAM, "dev", "preview", _config(head), project=PROJECT)
-    assert engine_actions(preview["steps"]) == promised
-    try:
-        engine.run(PROGRAM, "dev", "up", _config(head), project=PROJECT)
-    finally:
-        engine.run(PROGRAM, "dev", "up", _config(base), project=PROJECT)  # the next edit starts from dev again
+class EditsOfAStack:
+    STACK: str
+
+    def test_the_engine_takes_the_steps_the_diff_promises(
+        self,
+        stack_up: tuple[Engine, str, Path],
+        edit: tuple[str, ...],
+        tmp_path: Path,
+        capsys: pytest.CaptureFixture[str],
+    ) -> None:
+        engine, stack, base = stack_up
+        head = tmp_path / base.name
+        shutil.copyfile(base, head)
+        assert fleetctl([*edit, "--stack-file", str(head)]) == 0
+        capsys.readouterr()
+        promised = diff_actions(base, head)
+        assert promised, "the edit changes no Kubernetes object"
+        preview = engine.run(PROGRAM, stack, "preview", _config(head), SECRETS, project=PROJECT)
+        assert engine_actions(preview["steps"]) == promised
+        try:
+            engine.run(PROGRAM, stack, "up", _config(head), SECRETS, project=PROJECT)
+        finally:  # the next edit starts from the stack as it was
+            engine.run(PROGRAM, stack, "up", _config(base), SECRETS, project=PROJECT)
+
+
+@pytest.mark.parametrize("edit", edits_of("dev"), ids=ids_of("dev"))
+class TestDev(EditsOfAStack):
+    STACK = "dev"
+
+
+@pytest.mark.parametrize("edit", edits_of("prod"), ids=ids_of("prod"))
+class TestProd(EditsOfAStack):
+    STACK = "prod"
