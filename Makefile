@@ -18,7 +18,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 IAM_SIMULATE := tools/iam-simulate
 IAM_SIMULATE_STAMP := $(IAM_SIMULATE)/node_modules/.installed
 
-.PHONY: install plan validate test system-deps kube engine lint typecheck generate check clean bench
+.PHONY: install plan validate test test-tools system-deps kube engine lint typecheck generate check clean bench
 
 # What the program and fleetctl need (`make plan`), then the test tooling on top (`make test`).
 $(RUNTIME_STAMP): requirements.txt constraints.txt pyproject.toml
@@ -53,8 +53,11 @@ validate: $(RUNTIME_STAMP)
 plan: validate
 	$(BIN)/fleetctl plan --stack $(STACK)
 
-test: $(STAMP) system-deps kube engine $(POLICY_STAMP) $(CHECKOV_STAMP) $(IAM_SIMULATE_STAMP)
+test: test-tools kube engine
 	$(BIN)/python -m pytest
+
+# What the tests run besides the Go-built tools: the virtualenvs, the IAM evaluator, Debian's parts.
+test-tools: $(STAMP) system-deps $(POLICY_STAMP) $(CHECKOV_STAMP) $(IAM_SIMULATE_STAMP)
 
 # The Mooncake wheel's store client links Debian's libibverbs1 (the end-to-end store tests);
 # openssl makes the certificate authority of the kubeconfig tests; Debian's prometheus package
