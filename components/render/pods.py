@@ -1,4 +1,5 @@
-"""The pod template every endpoint workload shares: server container, model sync,
+"""The pod template every endpoint workload shares: server container, model sync (or the region a
+streamed load signs for),
 probes sized for model loading, scheduling on the endpoint's node group."""
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from components import naming
 from components.catalog import pins
 from components.render.drain import SERVER_GRACE_SECONDS, pre_stop
 from components.render.kube import framework_metrics_port, quantity
+from components.render.model_loading import REGION_ENV
 from components.render.placement import PlacedEndpoint
 from components.scheduling import (
     CAPACITY_TYPE_LABEL,
@@ -101,6 +103,8 @@ def shm_size(endpoint: PlacedEndpoint) -> str:
 def _env(endpoint: PlacedEndpoint, launch_env: dict[str, str]) -> list[dict[str, Any]]:
     spec = endpoint.spec
     env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in launch_env.items()]
+    if spec.streams_weights:
+        env.append({"name": REGION_ENV, "value": endpoint.region})
     env += [{"name": name, "value": value} for name, value in spec.env.items()]  # disjoint: validated
     env += [
         {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}}
@@ -128,7 +132,7 @@ def server_container(endpoint: PlacedEndpoint, image: str) -> dict[str, Any]:
     container.update(probes(spec.health_check_path))
     container["lifecycle"] = pre_stop()
     mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
-    if spec.model_source is not None:
+    if spec.syncs_weights:
         assert spec.model_path is not None
         mounts.append({"name": WEIGHTS_VOLUME, "mountPath": spec.model_path, "readOnly": True})
     container["volumeMounts"] = mounts
@@ -140,6 +144,7 @@ def model_sync_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
     """Copies model_source into the weights volume with the workload identity (EKS Pod Identity)."""
     spec = endpoint.spec
     assert spec.model_source is not None
+    assert spec.syncs_weights
     assert spec.model_path is not None
     amounts = {"cpu": "2", "memory": "4Gi"}
     return {
@@ -184,7 +189,7 @@ def pod_template(endpoint: PlacedEndpoint, role: naming.Role, image: str) -> dic
         {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shm_size(endpoint)}}
     ]
     pod = base_pod_spec(TERMINATION_GRACE_SECONDS)
-    if spec.model_source is not None:
+    if spec.syncs_weights:
         volumes += [{"name": WEIGHTS_VOLUME, "emptyDir": {}}, tmp_volume()]
         pod["initContainers"] = [model_sync_container(endpoint)]
     pod["containers"] = [server_container(endpoint, image)]
