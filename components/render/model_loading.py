@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Literal
 
-ModelLoading = Literal["stream", "sync"]
+ModelLoading = Literal["stream", "sync", "cache"]
 
 LOAD_FORMAT_FLAG = "--load-format"
 LOADER_CONFIG_FLAG = "--model-loader-extra-config"

@@ -8,6 +8,7 @@ from typing import Any
 
 from components import naming
 from components.catalog import pins
+from components.render import node_cache
 from components.render.drain import SERVER_GRACE_SECONDS, pre_stop
 from components.render.kube import framework_metrics_port, quantity
 from components.render.model_loading import REGION_ENV
@@ -105,6 +106,8 @@ def _env(endpoint: PlacedEndpoint, launch_env: dict[str, str]) -> list[dict[str,
     env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in launch_env.items()]
     if spec.streams_weights:
         env.append({"name": REGION_ENV, "value": endpoint.region})
+    if spec.caches_weights:
+        env += node_cache.server_env(endpoint)
     env += [{"name": name, "value": value} for name, value in spec.env.items()]  # disjoint: validated
     env += [
         {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}}
@@ -135,6 +138,8 @@ def server_container(endpoint: PlacedEndpoint, image: str) -> dict[str, Any]:
     if spec.syncs_weights:
         assert spec.model_path is not None
         mounts.append({"name": WEIGHTS_VOLUME, "mountPath": spec.model_path, "readOnly": True})
+    if spec.caches_weights:
+        mounts += node_cache.server_mounts(endpoint)
     container["volumeMounts"] = mounts
     container["securityContext"] = restricted()
     return container
@@ -192,6 +197,11 @@ def pod_template(endpoint: PlacedEndpoint, role: naming.Role, image: str) -> dic
     if spec.syncs_weights:
         volumes += [{"name": WEIGHTS_VOLUME, "emptyDir": {}}, tmp_volume()]
         pod["initContainers"] = [model_sync_container(endpoint)]
+    if spec.caches_weights:
+        volumes.append(node_cache.cache_volume())
+        if spec.model_source is not None:
+            volumes.append(tmp_volume())
+            pod["initContainers"] = [node_cache.fill_container(endpoint, image, restricted())]
     pod["containers"] = [server_container(endpoint, image)]
     pod["volumes"] = volumes
     selector = node_selector(endpoint)

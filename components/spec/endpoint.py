@@ -227,8 +227,17 @@ class Endpoint(SpecModel):
         "into memory (--load-format runai_streamer, the Run:ai Model Streamer in the vLLM image), with readers "
         "and a staging buffer sized from the pod's CPU and memory; nothing is written to disk. sync: an init "
         "container copies the whole prefix into model_path (aws s3 sync) and the server reads the copy. "
-        "Defaults to stream for vLLM and to sync for the other frameworks, which have no S3 loader "
-        "(docs/model-delivery.md).",
+        "cache: the weights are kept on the node's instance store, filled once per node and shared by the "
+        "endpoint's pods there (a restart, a second replica or a wake from zero on that node reads the local "
+        "copy): model_source is copied by an init container under a lock and mounted read-only at model_path; "
+        "a Hub model is downloaded into a Hub cache directory on the node. "
+        "Defaults to stream for vLLM in the pinned images and to sync otherwise (docs/model-delivery.md).",
+    )
+    model_revision: DnsLabel | None = Field(
+        None,
+        description="With model_loading cache and model_source: the revision of the weights under that URI. "
+        "Change it when the objects change: each node fills the new revision once and removes the old one's "
+        "copy. Unset: one revision, 'initial'.",
     )
     resources: Resources = Field(default_factory=Resources, description="CPU and memory per pod.")
     env: dict[EnvName, str] = Field(
@@ -286,7 +295,7 @@ class Endpoint(SpecModel):
         loading = self.model_loading
         if loading is None and self.model_source is not None:
             loading = "stream" if streams_by_default(framework, self.accelerator, image, model_path) else "sync"
-        if model_path is None and self.model_source is not None and loading == "sync":
+        if model_path is None and self.model_source is not None and loading in ("sync", "cache"):
             model_path = f"{MODELS_DIR}/{self.model_source.rstrip('/').rsplit('/', 1)[-1]}"
         health_check_path = self.health_check_path
         if health_check_path is None and framework is not None:
@@ -468,7 +477,9 @@ class Endpoint(SpecModel):
 
     def _model_rules(self) -> Iterator[PydanticCustomError]:
         """Every endpoint says what it serves; a model the server downloads is a Hub id."""
-        yield from loading_rules(self.model_source, self.model_loading, self.model_path, self.framework)
+        yield from loading_rules(
+            self.model_source, self.model_loading, self.model_path, self.framework, self.model_revision
+        )
         if self.model_path is not None or self.streams_weights:  # a synced model_source has set model_path
             return
         if self.model is None:
@@ -775,8 +786,13 @@ class Endpoint(SpecModel):
 
     @property
     def syncs_weights(self) -> bool:
-        """An init container copies model_source into model_path before the server starts."""
-        return self.model_source is not None and self.model_loading != "stream"
+        """An init container copies model_source into the pod's model_path before the server starts."""
+        return self.model_source is not None and self.model_loading == "sync"
+
+    @property
+    def caches_weights(self) -> bool:
+        """The weights are kept in the node's model cache (model_source's copy, or the Hub cache)."""
+        return self.model_loading == "cache"
 
     def server_launch(self) -> ServerLaunch:
         """How the framework's server starts, the engine record translated into its flags."""

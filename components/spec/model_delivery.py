@@ -27,16 +27,48 @@ def streams_by_default(
     )
 
 
+HUB_CACHE_FRAMEWORKS = ("vllm", "sglang")
+"""Servers that download a Hub model with huggingface_hub in their own process, into HF_HUB_CACHE."""
+
+
 def loading_rules(
-    model_source: str | None, model_loading: str | None, model_path: str | None, framework: Framework | None
+    model_source: str | None,
+    model_loading: str | None,
+    model_path: str | None,
+    framework: Framework | None,
+    model_revision: str | None,
 ) -> Iterator[PydanticCustomError]:
+    if model_revision is not None and (model_loading != "cache" or model_source is None):
+        yield fail(
+            "revision_without_cache",
+            "names the revision of model_source's copy in the node cache; it needs model_source and "
+            "model_loading 'cache': set both, or remove model_revision",
+            at="model_revision",
+        )
     if model_loading is None:
+        return
+    if model_loading == "cache" and model_source is None:
+        if model_path is None and framework not in HUB_CACHE_FRAMEWORKS:
+            yield fail(
+                "hub_cache_framework",
+                "'cache' keeps a Hub model in a Hub cache directory on the node, which {framework} is not known "
+                "to use: copy the model to S3 and set model_source, or remove model_loading",
+                at="model_loading",
+                framework=framework,
+            )
+        if model_path is not None:
+            yield fail(
+                "cache_model_path",
+                "'cache' keeps model_source or a Hub model on the node; model_path names weights already in "
+                "the image: remove model_loading",
+                at="model_loading",
+            )
         return
     if model_source is None:
         yield fail(
             "loading_without_source",
             "says how model_source reaches the server, but the endpoint has no model_source: set model_source "
-            "(an s3:// URI) or remove model_loading",
+            "(an s3:// URI) or remove model_loading ('cache' alone keeps a Hub model on the node)",
             at="model_loading",
         )
         return

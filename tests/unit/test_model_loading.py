@@ -140,3 +140,61 @@ def test_readers_follow_the_pods_cpus_in_millicores() -> None:
     assert streamer_config("7500m", 8 * GIB, 1)["concurrency"] == 15
     assert streamer_config("1.5", 8 * GIB, 1)["concurrency"] == MIN_READERS
     assert streamer_config("192", 8 * GIB, 1)["concurrency"] == MAX_READERS
+
+
+# The node cache.
+
+
+def test_a_cached_model_source_is_filled_once_per_node_and_mounted_read_only() -> None:
+    spec = pod({"model_loading": "cache", "model_revision": "v2"})
+    (fill,) = spec["initContainers"]
+    assert fill["image"] == spec["containers"][0]["image"]  # python3 and boto3 of the server's image
+    assert fill["command"][:2] == ["python3", "-c"]
+    assert fill["args"] == [SOURCE, "/model-cache/s3", "v2"]
+    assert {"name": "model-cache", "mountPath": "/model-cache"} in fill["volumeMounts"]
+    cache_volume = {
+        "name": "model-cache",
+        "hostPath": {"path": "/mnt/k8s-disks/0/inference-fleet/models", "type": "DirectoryOrCreate"},
+    }
+    assert cache_volume in spec["volumes"]
+    server = spec["containers"][0]
+    assert server["args"][0] == "/models/llama-8b"
+    assert {
+        "name": "model-cache",
+        "mountPath": "/models/llama-8b",
+        "subPath": "s3/models/llama-8b/v2",  # where the fill program puts revision v2
+        "readOnly": True,
+    } in server["volumeMounts"]
+
+
+def test_a_cached_hub_model_downloads_into_the_nodes_hub_cache() -> None:
+    config = stack_config(endpoints={"chat": classic_endpoint({"model_loading": "cache"})})
+    spec = classic_objects(placed_endpoint(config))["deployment"]["spec"]["template"]["spec"]
+    server = spec["containers"][0]
+    assert "initContainers" not in spec
+    assert {"name": "HF_HUB_CACHE", "value": "/model-cache/hub"} in server["env"]
+    assert {"name": "model-cache", "mountPath": "/model-cache/hub", "subPath": "hub"} in server["volumeMounts"]
+
+
+def test_the_fill_programs_copy_is_where_the_server_mounts_it() -> None:
+    from components.render.model_cache_fill import target
+    from components.render.node_cache import entry
+
+    for source in ("s3://models/llama-8b", "s3://models/team/llama-8b/", "s3://models"):
+        assert str(target(source, "/c", "r1")) == f"/c/{entry(source, 'r1').removeprefix('s3/')}"
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        ({"model_source": SOURCE, "model_revision": "v2"}, "it needs model_source and model_loading 'cache'"),
+        (
+            {"image": "ghcr.io/huggingface/text-generation-inference:3.3.6", "model_loading": "cache"},
+            "which tgi is not known to use: copy the model to S3 and set model_source",
+        ),
+    ],
+    ids=["revision-without-cache", "hub-cache-on-tgi"],
+)
+def test_rejects_what_the_node_cache_cannot_do(overrides: dict[str, Any], fragment: str) -> None:
+    (problem,) = problems(overrides)
+    assert fragment in problem[1]
