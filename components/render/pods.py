@@ -13,6 +13,7 @@ from components.render.drain import SERVER_GRACE_SECONDS, pre_stop
 from components.render.kube import framework_metrics_port, quantity
 from components.render.model_loading import REGION_ENV
 from components.render.placement import PlacedEndpoint
+from components.render.startup import STARTUP_PERIOD_SECONDS, failure_threshold
 from components.scheduling import (
     CAPACITY_TYPE_LABEL,
     DEVICE_RESOURCES,
@@ -27,10 +28,6 @@ METRICS_PORT_NAME = "metrics"
 SHM_VOLUME = "dshm"
 WEIGHTS_VOLUME = "model-weights"
 
-# Model loading takes minutes: the startup probe allows 30 of them before liveness
-# starts counting, so a slow load is never mistaken for a hung server.
-STARTUP_PERIOD_SECONDS = 10
-STARTUP_FAILURE_THRESHOLD = 180
 TERMINATION_GRACE_SECONDS = SERVER_GRACE_SECONDS
 """The preStop (the load balancer, kube-proxy and DNS stop sending), the server's drain of its
 in-flight generations, and the engine's teardown (components/render/drain.py)."""
@@ -71,13 +68,16 @@ def _http_get(path: str) -> dict[str, Any]:
     return {"httpGet": {"path": path, "port": PORT_NAME}}
 
 
-def probes(health_path: str) -> dict[str, Any]:
+def probes(health_path: str, startup_seconds: int) -> dict[str, Any]:
+    """Model loading takes minutes: the startup probe allows the endpoint's whole startup budget
+    (components/render/startup.py) before liveness starts counting, so a slow load is never
+    mistaken for a hung server."""
     return {
         "startupProbe": {
             **_http_get(health_path),
             "periodSeconds": STARTUP_PERIOD_SECONDS,
             "timeoutSeconds": 5,
-            "failureThreshold": STARTUP_FAILURE_THRESHOLD,
+            "failureThreshold": failure_threshold(startup_seconds),
         },
         "readinessProbe": {**_http_get(health_path), "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
         "livenessProbe": {**_http_get(health_path), "periodSeconds": 15, "timeoutSeconds": 10, "failureThreshold": 4},
@@ -132,7 +132,7 @@ def server_container(endpoint: PlacedEndpoint, image: str) -> dict[str, Any]:
     if env:
         container["env"] = env
     container["resources"] = pod_resources(endpoint)
-    container.update(probes(spec.health_check_path))
+    container.update(probes(spec.health_check_path, spec.startup_seconds))
     container["lifecycle"] = pre_stop()
     mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
     if spec.syncs_weights:

@@ -20,6 +20,7 @@ from components.render.frameworks import (
 )
 from components.render.model_loading import ModelLoading, streaming_flags
 from components.render.mooncake_env import ROLE_ENV
+from components.render.startup import LoadPath, startup_seconds
 from components.scheduling import CAPACITY_TYPE_LABEL, EFA_PAGE_ENTRY_BUDGET, HUGEPAGE_2MI_BYTES, NODE_GROUP_LABEL
 from components.spec.autoscaling import Autoscaling, Front, served_rules
 from components.spec.base import (
@@ -38,10 +39,12 @@ from components.spec.base import (
 from components.spec.engine import EngineCapabilities
 from components.spec.images import HEALTH_PATHS, Framework, ImageRef, framework_from_image, rewrite_for_region
 from components.spec.model_delivery import loading_rules, streams_by_default
+from components.spec.model_sizes import KNOWN_MODEL_BYTES
 from components.spec.mooncake import Mooncake, Proxy, Topology
 from components.spec.region import CapacityType
 from components.spec.resources import Resources
 from components.spec.roles import MULTI_NODE_FLAGS, SPLIT_ROLES, Roles
+from components.spec.sizes import ByteSize
 from policy.rules import CREDENTIAL_NAME
 
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
@@ -232,6 +235,13 @@ class Endpoint(SpecModel):
         "copy): model_source is copied by an init container under a lock and mounted read-only at model_path; "
         "a Hub model is downloaded into a Hub cache directory on the node. "
         "Defaults to stream for vLLM in the pinned images and to sync otherwise (docs/model-delivery.md).",
+    )
+    model_size: ByteSize | None = Field(
+        None,
+        description="Size of the weights in bytes (digits, or an IEC unit such as 16GiB). Sizes how long a pod "
+        "may take to start (startup probe, rollout deadline) for the path its weights take "
+        "(docs/model-delivery.md). Unset: the size of a known model (components/spec/model_sizes.py), else a "
+        "30-minute budget.",
     )
     model_revision: DnsLabel | None = Field(
         None,
@@ -783,6 +793,21 @@ class Endpoint(SpecModel):
     def streams_weights(self) -> bool:
         """The server reads model_source from S3 itself (no init container, no copy on disk)."""
         return self.model_source is not None and self.model_loading == "stream"
+
+    @property
+    def load_path(self) -> LoadPath:
+        """The path the weights take to the server (components/render/startup.py)."""
+        if self.model_source is not None:
+            return "stream" if self.streams_weights else ("cache" if self.caches_weights else "sync")
+        return "local" if self.model_path is not None else "hub"
+
+    @property
+    def startup_seconds(self) -> int:
+        """How long a pod may take to start: from the model's size and its load path."""
+        size = int(self.model_size) if self.model_size is not None else None
+        if size is None and self.model is not None:
+            size = KNOWN_MODEL_BYTES.get(self.model)
+        return startup_seconds(size, self.load_path)
 
     @property
     def syncs_weights(self) -> bool:
