@@ -27,8 +27,9 @@ $(RUNTIME_STAMP): requirements.txt constraints.txt pyproject.toml
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
 	touch $(RUNTIME_STAMP)
 
-$(STAMP): $(RUNTIME_STAMP) requirements-dev.txt
+$(STAMP): $(RUNTIME_STAMP) requirements-dev.txt requirements-streamer.txt
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-streamer.txt -c constraints.txt
 	touch $(STAMP)
 
 $(POLICY_STAMP): policy/requirements.txt policy/constraints.txt

@@ -19,12 +19,10 @@ from components.render.kube import (
     tcp_ports,
 )
 from components.render.placement import PlacedEndpoint
-from components.render.pods import PORT_NAME, STARTUP_FAILURE_THRESHOLD, STARTUP_PERIOD_SECONDS, pod_template
+from components.render.pods import PORT_NAME, pod_template
 from components.render.route import ALB, SERVICE_PORT, route
+from components.render.startup import progress_deadline_seconds
 from components.spec.images import rewrite_for_region
-
-PROGRESS_DEADLINE_SECONDS = 2 * STARTUP_FAILURE_THRESHOLD * STARTUP_PERIOD_SECONDS
-"""A rollout counts as stuck only after twice the time a pod may take to load its model."""
 
 
 def deployment(
@@ -40,7 +38,7 @@ def deployment(
             "selector": {"matchLabels": naming.selector_labels(endpoint.name, role)},
             # Keep serving while a new pod loads; GPU capacity for one extra pod is needed to roll.
             "strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0}},
-            "progressDeadlineSeconds": PROGRESS_DEADLINE_SECONDS,
+            "progressDeadlineSeconds": progress_deadline_seconds(endpoint.spec.startup_seconds),
             "template": template,
         }
     )

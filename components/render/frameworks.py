@@ -6,7 +6,8 @@ repeats one is refused at validation (argparse servers would silently take the l
 value, TGI's launcher would refuse to start), naming the field to set instead.
 
 The model: the server loads ``model_path`` (local weights, synced from ``model_source`` or
-already in the image) when there is one, else the Hugging Face Hub id in ``model``, which it
+already in the image) when there is one, or streams ``model_source`` from S3 itself
+(components/render/model_loading.py), else the Hugging Face Hub id in ``model``, which it
 downloads. ``model`` is also the name clients send, rendered as the served-name flag where
 the framework has one; without ``model`` the servers answer to the path they loaded.
 """
@@ -17,6 +18,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from components.render.drain import SERVER_DRAIN_SECONDS
+from components.render.model_loading import LOADING_SOURCE, REGION_ENV
 from components.spec.engine import EngineCapabilities
 from components.spec.images import Framework
 
@@ -156,8 +158,11 @@ class ServerInputs:
     model: str | None
     """The Hub id to download without ``model_dir``; with it, only the name clients send."""
     model_dir: str | None
-    """Where the weights are inside the pod (model_path, or where model_source is synced)."""
+    """Where the server loads the weights from: model_path (where model_source is synced), or the
+    ``s3://`` URI itself when they are streamed."""
     engine: EngineCapabilities
+    loader_flags: tuple[tuple[str, str], ...] = ()
+    """How the server loads the weights when it streams them (components/render/model_loading.py)."""
 
 
 @dataclass(frozen=True)
@@ -182,6 +187,8 @@ def server_launch(framework: Framework, inputs: ServerInputs) -> ServerLaunch:
         args.extend([f"{flag}={value}"] if adapter.joined else [flag, str(value)])
 
     loaded, source = (inputs.model_dir, "model_path") if inputs.model_dir is not None else (inputs.model, "model")
+    if inputs.loader_flags:
+        source = "model_source"
     if loaded is not None:
         if adapter.model_flag is None:
             args.append(loaded)
@@ -189,6 +196,8 @@ def server_launch(framework: Framework, inputs: ServerInputs) -> ServerLaunch:
             add(adapter.model_flag, loaded, source)
     for flag in adapter.model_aliases:
         owned[flag] = source
+    for flag, value in inputs.loader_flags:
+        add(flag, value, LOADING_SOURCE)
     served = inputs.model if adapter.repository else inputs.model or inputs.model_dir
     if adapter.served_name_flag is not None:
         owned[adapter.served_name_flag] = "model"
@@ -218,6 +227,8 @@ def server_launch(framework: Framework, inputs: ServerInputs) -> ServerLaunch:
         args.append(adapter.metrics_on)
     if adapter.drain_flag is not None:
         add(adapter.drain_flag, SERVER_DRAIN_SECONDS, DRAIN_SOURCE)
+    if inputs.loader_flags:
+        owned[REGION_ENV] = LOADING_SOURCE  # set per region by the pod (components/render/pods.py)
     return ServerLaunch(adapter.command, tuple(args), env, owned, served)
 
 

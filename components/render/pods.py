@@ -1,4 +1,5 @@
-"""The pod template every endpoint workload shares: server container, model sync,
+"""The pod template every endpoint workload shares: server container, model sync (or the region a
+streamed load signs for),
 probes sized for model loading, scheduling on the endpoint's node group."""
 
 from __future__ import annotations
@@ -7,9 +8,12 @@ from typing import Any
 
 from components import naming
 from components.catalog import pins
+from components.render import node_cache
 from components.render.drain import SERVER_GRACE_SECONDS, pre_stop
 from components.render.kube import framework_metrics_port, quantity
+from components.render.model_loading import REGION_ENV
 from components.render.placement import PlacedEndpoint
+from components.render.startup import STARTUP_PERIOD_SECONDS, failure_threshold
 from components.scheduling import (
     CAPACITY_TYPE_LABEL,
     DEVICE_RESOURCES,
@@ -24,10 +28,6 @@ METRICS_PORT_NAME = "metrics"
 SHM_VOLUME = "dshm"
 WEIGHTS_VOLUME = "model-weights"
 
-# Model loading takes minutes: the startup probe allows 30 of them before liveness
-# starts counting, so a slow load is never mistaken for a hung server.
-STARTUP_PERIOD_SECONDS = 10
-STARTUP_FAILURE_THRESHOLD = 180
 TERMINATION_GRACE_SECONDS = SERVER_GRACE_SECONDS
 """The preStop (the load balancer, kube-proxy and DNS stop sending), the server's drain of its
 in-flight generations, and the engine's teardown (components/render/drain.py)."""
@@ -68,13 +68,16 @@ def _http_get(path: str) -> dict[str, Any]:
     return {"httpGet": {"path": path, "port": PORT_NAME}}
 
 
-def probes(health_path: str) -> dict[str, Any]:
+def probes(health_path: str, startup_seconds: int) -> dict[str, Any]:
+    """Model loading takes minutes: the startup probe allows the endpoint's whole startup budget
+    (components/render/startup.py) before liveness starts counting, so a slow load is never
+    mistaken for a hung server."""
     return {
         "startupProbe": {
             **_http_get(health_path),
             "periodSeconds": STARTUP_PERIOD_SECONDS,
             "timeoutSeconds": 5,
-            "failureThreshold": STARTUP_FAILURE_THRESHOLD,
+            "failureThreshold": failure_threshold(startup_seconds),
         },
         "readinessProbe": {**_http_get(health_path), "periodSeconds": 10, "timeoutSeconds": 5, "failureThreshold": 3},
         "livenessProbe": {**_http_get(health_path), "periodSeconds": 15, "timeoutSeconds": 10, "failureThreshold": 4},
@@ -101,6 +104,10 @@ def shm_size(endpoint: PlacedEndpoint) -> str:
 def _env(endpoint: PlacedEndpoint, launch_env: dict[str, str]) -> list[dict[str, Any]]:
     spec = endpoint.spec
     env: list[dict[str, Any]] = [{"name": name, "value": value} for name, value in launch_env.items()]
+    if spec.streams_weights:
+        env.append({"name": REGION_ENV, "value": endpoint.region})
+    if spec.caches_weights:
+        env += node_cache.server_env(endpoint)
     env += [{"name": name, "value": value} for name, value in spec.env.items()]  # disjoint: validated
     env += [
         {"name": name, "valueFrom": {"secretKeyRef": {"name": ref.secret, "key": ref.key}}}
@@ -125,12 +132,14 @@ def server_container(endpoint: PlacedEndpoint, image: str) -> dict[str, Any]:
     if env:
         container["env"] = env
     container["resources"] = pod_resources(endpoint)
-    container.update(probes(spec.health_check_path))
+    container.update(probes(spec.health_check_path, spec.startup_seconds))
     container["lifecycle"] = pre_stop()
     mounts: list[dict[str, Any]] = [{"name": SHM_VOLUME, "mountPath": "/dev/shm"}]
-    if spec.model_source is not None:
+    if spec.syncs_weights:
         assert spec.model_path is not None
         mounts.append({"name": WEIGHTS_VOLUME, "mountPath": spec.model_path, "readOnly": True})
+    if spec.caches_weights:
+        mounts += node_cache.server_mounts(endpoint)
     container["volumeMounts"] = mounts
     container["securityContext"] = restricted()
     return container
@@ -140,6 +149,7 @@ def model_sync_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
     """Copies model_source into the weights volume with the workload identity (EKS Pod Identity)."""
     spec = endpoint.spec
     assert spec.model_source is not None
+    assert spec.syncs_weights
     assert spec.model_path is not None
     amounts = {"cpu": "2", "memory": "4Gi"}
     return {
@@ -184,9 +194,14 @@ def pod_template(endpoint: PlacedEndpoint, role: naming.Role, image: str) -> dic
         {"name": SHM_VOLUME, "emptyDir": {"medium": "Memory", "sizeLimit": shm_size(endpoint)}}
     ]
     pod = base_pod_spec(TERMINATION_GRACE_SECONDS)
-    if spec.model_source is not None:
+    if spec.syncs_weights:
         volumes += [{"name": WEIGHTS_VOLUME, "emptyDir": {}}, tmp_volume()]
         pod["initContainers"] = [model_sync_container(endpoint)]
+    if spec.caches_weights:
+        volumes.append(node_cache.cache_volume())
+        if spec.model_source is not None:
+            volumes.append(tmp_volume())
+            pod["initContainers"] = [node_cache.fill_container(endpoint, image, restricted())]
     pod["containers"] = [server_container(endpoint, image)]
     pod["volumes"] = volumes
     selector = node_selector(endpoint)

@@ -18,7 +18,9 @@ from components.render.frameworks import (
     flag_name,
     server_launch,
 )
+from components.render.model_loading import ModelLoading, streaming_flags
 from components.render.mooncake_env import ROLE_ENV
+from components.render.startup import LoadPath, startup_seconds
 from components.scheduling import CAPACITY_TYPE_LABEL, EFA_PAGE_ENTRY_BUDGET, HUGEPAGE_2MI_BYTES, NODE_GROUP_LABEL
 from components.spec.autoscaling import Autoscaling, Front, served_rules
 from components.spec.base import (
@@ -36,10 +38,13 @@ from components.spec.base import (
 )
 from components.spec.engine import EngineCapabilities
 from components.spec.images import HEALTH_PATHS, Framework, ImageRef, framework_from_image, rewrite_for_region
+from components.spec.model_delivery import loading_rules, streams_by_default
+from components.spec.model_sizes import KNOWN_MODEL_BYTES
 from components.spec.mooncake import Mooncake, Proxy, Topology
 from components.spec.region import CapacityType
 from components.spec.resources import Resources
 from components.spec.roles import MULTI_NODE_FLAGS, SPLIT_ROLES, Roles
+from components.spec.sizes import ByteSize
 from policy.rules import CREDENTIAL_NAME
 
 _S3_URI = re.compile(r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$")
@@ -215,7 +220,34 @@ class Endpoint(SpecModel):
         "/models/<last part of the URI>.",
     )
     model_source: S3Uri | None = Field(
-        None, description="s3:// URI of the weights, synced into model_path by an init container before start."
+        None,
+        description="s3:// URI of the weights (safetensors), read by the endpoint's own IAM role (EKS Pod "
+        "Identity); how they reach the server is model_loading.",
+    )
+    model_loading: ModelLoading | None = Field(
+        None,
+        description="How model_source reaches the server. stream: vLLM reads the safetensors from S3 straight "
+        "into memory (--load-format runai_streamer, the Run:ai Model Streamer in the vLLM image), with readers "
+        "and a staging buffer sized from the pod's CPU and memory; nothing is written to disk. sync: an init "
+        "container copies the whole prefix into model_path (aws s3 sync) and the server reads the copy. "
+        "cache: the weights are kept on the node's instance store, filled once per node and shared by the "
+        "endpoint's pods there (a restart, a second replica or a wake from zero on that node reads the local "
+        "copy): model_source is copied by an init container under a lock and mounted read-only at model_path; "
+        "a Hub model is downloaded into a Hub cache directory on the node. "
+        "Defaults to stream for vLLM in the pinned images and to sync otherwise (docs/model-delivery.md).",
+    )
+    model_size: ByteSize | None = Field(
+        None,
+        description="Size of the weights in bytes (digits, or an IEC unit such as 16GiB). Sizes how long a pod "
+        "may take to start (startup probe, rollout deadline) for the path its weights take "
+        "(docs/model-delivery.md). Unset: the size of a known model (components/spec/model_sizes.py), else a "
+        "30-minute budget.",
+    )
+    model_revision: DnsLabel | None = Field(
+        None,
+        description="With model_loading cache and model_source: the revision of the weights under that URI. "
+        "Change it when the objects change: each node fills the new revision once and removes the old one's "
+        "copy. Unset: one revision, 'initial'.",
     )
     resources: Resources = Field(default_factory=Resources, description="CPU and memory per pod.")
     env: dict[EnvName, str] = Field(
@@ -270,7 +302,10 @@ class Endpoint(SpecModel):
             mooncake = mooncake.model_copy(update={"roles": self._filled_roles(mooncake.roles)})
         resources = self.resources.filled(self.gpu_count)
         model_path = self.model_path
-        if model_path is None and self.model_source is not None:
+        loading = self.model_loading
+        if loading is None and self.model_source is not None:
+            loading = "stream" if streams_by_default(framework, self.accelerator, image, model_path) else "sync"
+        if model_path is None and self.model_source is not None and loading in ("sync", "cache"):
             model_path = f"{MODELS_DIR}/{self.model_source.rstrip('/').rsplit('/', 1)[-1]}"
         health_check_path = self.health_check_path
         if health_check_path is None and framework is not None:
@@ -294,6 +329,7 @@ class Endpoint(SpecModel):
                 "mooncake": mooncake,
                 "resources": resources,
                 "model_path": model_path,
+                "model_loading": loading,
             }
         )
 
@@ -451,14 +487,17 @@ class Endpoint(SpecModel):
 
     def _model_rules(self) -> Iterator[PydanticCustomError]:
         """Every endpoint says what it serves; a model the server downloads is a Hub id."""
-        if self.model_path is not None:  # model_source has set it by now
+        yield from loading_rules(
+            self.model_source, self.model_loading, self.model_path, self.framework, self.model_revision
+        )
+        if self.model_path is not None or self.streams_weights:  # a synced model_source has set model_path
             return
         if self.model is None:
             yield fail(
                 "model_required",
                 "is required: say what the endpoint serves with model (a Hugging Face Hub id such as "
-                "Qwen/Qwen3-8B, which the server downloads), model_source (an s3:// URI of the weights, synced "
-                "into the pod) or model_path (weights already in the image)",
+                "Qwen/Qwen3-8B, which the server downloads), model_source (an s3:// URI of the weights, streamed "
+                "or synced into the pod) or model_path (weights already in the image)",
                 at="model",
             )
         elif ADAPTERS[self.framework].repository:
@@ -750,13 +789,50 @@ class Endpoint(SpecModel):
         """The name clients send as a request's model (exported in the engine record)."""
         return self.server_launch().served_model_name
 
+    @property
+    def streams_weights(self) -> bool:
+        """The server reads model_source from S3 itself (no init container, no copy on disk)."""
+        return self.model_source is not None and self.model_loading == "stream"
+
+    @property
+    def load_path(self) -> LoadPath:
+        """The path the weights take to the server (components/render/startup.py)."""
+        if self.model_source is not None:
+            return "stream" if self.streams_weights else ("cache" if self.caches_weights else "sync")
+        return "local" if self.model_path is not None else "hub"
+
+    @property
+    def startup_seconds(self) -> int:
+        """How long a pod may take to start: from the model's size and its load path."""
+        size = int(self.model_size) if self.model_size is not None else None
+        if size is None and self.model is not None:
+            size = KNOWN_MODEL_BYTES.get(self.model)
+        return startup_seconds(size, self.load_path)
+
+    @property
+    def syncs_weights(self) -> bool:
+        """An init container copies model_source into the pod's model_path before the server starts."""
+        return self.model_source is not None and self.model_loading == "sync"
+
+    @property
+    def caches_weights(self) -> bool:
+        """The weights are kept in the node's model cache (model_source's copy, or the Hub cache)."""
+        return self.model_loading == "cache"
+
     def server_launch(self) -> ServerLaunch:
         """How the framework's server starts, the engine record translated into its flags."""
+        streaming = self.streams_weights and self.framework == "vllm"
+        loader: tuple[tuple[str, str], ...] = ()
+        if streaming:
+            assert self.resources.cpu is not None
+            assert self.resources.memory is not None
+            loader = streaming_flags(self.resources.cpu, int(self.resources.memory), self.gpu_count)
         inputs = ServerInputs(
             port=self.port,
             gpu_count=self.gpu_count,
             model=self.model,
-            model_dir=self.model_path,
+            model_dir=self.model_source if streaming else self.model_path,
             engine=self.engine or EngineCapabilities(),
+            loader_flags=loader,
         )
         return server_launch(self.framework, inputs)

@@ -12,16 +12,13 @@ import pulumi_kubernetes as k8s
 from components import naming
 from components.platform.leader_worker_set import webhook_retry
 from components.platform.retries import retrying
-from components.render.classic import PROGRESS_DEADLINE_SECONDS
 from components.render.endpoint import endpoint_objects
 from components.render.placement import PlacedEndpoint
 from components.render.route import address
+from components.render.startup import rollout_timeout
 from components.spec.engine import EndpointRecord, EngineCapabilities
 from components.workloads.kube import register
 
-# Pulumi waits for a rollout until the Deployment reports it stuck (its progress deadline),
-# never for less: a model that takes long to load must not fail `pulumi up`.
-ROLLOUT_TIMEOUT = f"{PROGRESS_DEADLINE_SECONDS // 60 + 10}m"
 ROUTE_TIMEOUT = "20m"
 """The load balancer controller provisions the ALB (first route of a region) in a few minutes."""
 
@@ -77,7 +74,9 @@ class InferenceEndpoint(pulumi.ComponentResource):
             timeouts = None
             depends_on = list(args.depends_on)
             if kind in ROLLING_KINDS:
-                timeouts = pulumi.CustomTimeouts(create=ROLLOUT_TIMEOUT, update=ROLLOUT_TIMEOUT)
+                # Until the Deployment reports it stuck, never less: a slow load must not fail `pulumi up`.
+                rollout = rollout_timeout(endpoint.spec.startup_seconds)
+                timeouts = pulumi.CustomTimeouts(create=rollout, update=rollout)
             elif kind == "Ingress":
                 timeouts = pulumi.CustomTimeouts(create=ROUTE_TIMEOUT, update=ROUTE_TIMEOUT)
                 if GATE_PART in registered:

@@ -14,7 +14,9 @@ from ruamel.yaml import YAML
 from components import naming
 from components.catalog import chart_crds, pins
 from components.platform.leader_worker_set import NAMESPACE as LWS_NAMESPACE
+from components.render.startup import startup_seconds
 from components.spec.engine import EndpointRecord
+from components.spec.model_sizes import KNOWN_MODEL_BYTES
 from components.workloads.kube import CUSTOM_KINDS
 from fleetctl.plan import Plan, manifest_files, run_program
 from fleetctl.stackfile import read_stack_file
@@ -103,9 +105,13 @@ def test_the_cold_tier_child_names_the_regions_own_bucket_under_the_endpoints_pr
 def test_rollouts_wait_for_model_loading_and_routes_for_the_load_balancer() -> None:
     plan = example_plan("prod")
     deployment = named(plan, "kubernetes:apps/v1:Deployment", "us-east-1-summarize")
-    assert deployment["options"]["customTimeouts"] == {"create": "70m", "update": "70m"}
+    # Llama-3.1-8B from the Hub: its startup budget (components/render/startup.py), twice that to
+    # report a rollout stuck, and 10 minutes more for Pulumi.
+    budget = startup_seconds(KNOWN_MODEL_BYTES["meta-llama/Llama-3.1-8B-Instruct"], "hub")
     progress_deadline = deployment["inputs"]["spec"]["progressDeadlineSeconds"]
-    assert progress_deadline / 60 < 70
+    assert progress_deadline == 2 * budget
+    wait = f"{2 * budget // 60 + 10}m"
+    assert deployment["options"]["customTimeouts"] == {"create": wait, "update": wait}
     route = named(plan, "kubernetes:networking.k8s.io/v1:Ingress", "us-east-1-summarize")
     assert route["options"]["customTimeouts"] == {"create": "20m", "update": "20m"}
 

@@ -54,6 +54,7 @@ def test_vllm_serves_the_synced_weights_and_translates_the_engine_record() -> No
     objects = rendered(
         {
             "model_source": "s3://models/llama-8b",
+            "model_loading": "sync",
             "gpu_count": 2,
             "engine": {"context_length": 8192, "max_num_seqs": 64, "enable_prefix_caching": False},
             "args": ["--dtype", "bfloat16"],
@@ -117,7 +118,8 @@ def test_each_framework_downloads_the_hub_model_and_serves_it_under_that_name(
 def test_each_framework_loads_local_weights_and_serves_them_under_the_model_name(
     image: str, model_args: list[str]
 ) -> None:
-    args = server(rendered({"image": image, "model": "llama-chat", "model_source": "s3://models/llama-8b"}))["args"]
+    overrides = {"image": image, "model": "llama-chat", "model_source": "s3://models/llama-8b", "model_loading": "sync"}
+    args = server(rendered(overrides))["args"]
     assert args[: len(model_args)] == model_args
     assert ("llama-chat" in args) == ("--served-model-name" in model_args)
 

@@ -486,7 +486,8 @@ ENDPOINT_REJECTS = [
         with_classic({"model": DELETE}),
         "endpoints.chat.model",
         "is required: say what the endpoint serves with model (a Hugging Face Hub id such as Qwen/Qwen3-8B, which "
-        "the server downloads), model_source (an s3:// URI of the weights, synced into the pod) or model_path",
+        "the server downloads), model_source (an s3:// URI of the weights, streamed or synced into the pod) or "
+        "model_path",
     ),
     case(
         "mooncake_endpoint_that_names_no_model",
@@ -571,7 +572,7 @@ ENDPOINT_REJECTS = [
     ),
     case(
         "arg_that_names_the_model_when_model_path_is_set",
-        with_classic({"model_source": "s3://models/llama", "args": ["--model", "/elsewhere"]}),
+        with_classic({"model_source": "s3://models/llama", "model_loading": "sync", "args": ["--model", "/elsewhere"]}),
         "endpoints.chat.args[0]",
         "'--model' is rendered from model_path",
     ),
@@ -1379,12 +1380,14 @@ def test_refuses_what_the_hub_would_not_take_as_a_repository_id(model: str) -> N
 
 
 def test_with_local_weights_the_model_is_only_the_served_name() -> None:
-    endpoint = chat(with_classic({"model": "chat-large", "model_source": "s3://models/llama"}))
+    endpoint = chat(with_classic({"model": "chat-large", "model_source": "s3://models/llama", "model_loading": "sync"}))
     assert (endpoint.model_path, endpoint.served_model_name) == ("/models/llama", "chat-large")
 
 
 @pytest.mark.parametrize(
-    "weights", [{"model_source": "s3://models/llama"}, {"model_path": "/opt/weights/llama"}], ids=["source", "path"]
+    "weights",
+    [{"model_source": "s3://models/llama", "model_loading": "sync"}, {"model_path": "/opt/weights/llama"}],
+    ids=["source", "path"],
 )
 def test_local_weights_alone_are_served_under_their_path(weights: dict[str, str]) -> None:
     endpoint = chat(with_classic({"model": DELETE, **weights}))

@@ -1,0 +1,92 @@
+"""Which way an endpoint's model_source reaches its server, and what each way refuses
+(components/render/model_loading.py has the facts; docs/model-delivery.md the reasons)."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from pydantic_core import PydanticCustomError
+
+from components.catalog import pins
+from components.spec.base import fail
+from components.spec.images import Framework
+
+
+def streams_by_default(
+    framework: Framework | None, accelerator: str, image: str | None, model_path: str | None
+) -> bool:
+    """Stream where it is known to work: vLLM on NVIDIA GPUs in the pinned vLLM images, which install the
+    streamer with its S3 backend. Another image may lack it (vLLM then fails at start importing it), the
+    Neuron images are untested, and a model_path given beside model_source asks for a copy there."""
+    pinned = pins().vllm
+    return (
+        framework == "vllm"
+        and accelerator == "nvidia"
+        and image in (pinned.image, pinned.efa_image)
+        and model_path is None
+    )
+
+
+HUB_CACHE_FRAMEWORKS = ("vllm", "sglang")
+"""Servers that download a Hub model with huggingface_hub in their own process, into HF_HUB_CACHE."""
+
+
+def loading_rules(
+    model_source: str | None,
+    model_loading: str | None,
+    model_path: str | None,
+    framework: Framework | None,
+    model_revision: str | None,
+) -> Iterator[PydanticCustomError]:
+    if model_revision is not None and (model_loading != "cache" or model_source is None):
+        yield fail(
+            "revision_without_cache",
+            "names the revision of model_source's copy in the node cache; it needs model_source and "
+            "model_loading 'cache': set both, or remove model_revision",
+            at="model_revision",
+        )
+    if model_loading is None:
+        return
+    if model_loading == "cache" and model_source is None:
+        if model_path is None and framework not in HUB_CACHE_FRAMEWORKS:
+            yield fail(
+                "hub_cache_framework",
+                "'cache' keeps a Hub model in a Hub cache directory on the node, which {framework} is not known "
+                "to use: copy the model to S3 and set model_source, or remove model_loading",
+                at="model_loading",
+                framework=framework,
+            )
+        if model_path is not None:
+            yield fail(
+                "cache_model_path",
+                "'cache' keeps model_source or a Hub model on the node; model_path names weights already in "
+                "the image: remove model_loading",
+                at="model_loading",
+            )
+        return
+    if model_source is None:
+        yield fail(
+            "loading_without_source",
+            "says how model_source reaches the server, but the endpoint has no model_source: set model_source "
+            "(an s3:// URI) or remove model_loading ('cache' alone keeps a Hub model on the node)",
+            at="model_loading",
+        )
+        return
+    if model_loading != "stream":
+        return
+    if framework != "vllm":
+        yield fail(
+            "stream_framework",
+            "'stream' needs vLLM's Run:ai Model Streamer loader (--load-format runai_streamer); {framework} has "
+            "no loader that reads S3: set model_loading to 'sync' (an init container copies the weights into "
+            "the pod)",
+            at="model_loading",
+            framework=framework,
+        )
+    if model_path is not None:
+        yield fail(
+            "stream_model_path",
+            "'stream' reads the weights from model_source into memory, so there is no model_path to copy them "
+            "to: remove model_path, or set model_loading to 'sync' to copy them there",
+            at="model_loading",
+        )
