@@ -97,6 +97,7 @@ check: lint typecheck test
 # Not part of `make test`; run it on a quiet machine (it takes a while).
 bench: $(STAMP)
 	$(BIN)/python -m benchmarks.run
+	$(BIN)/python -m benchmarks.routing
 
 clean:
 	rm -rf build .pytest_cache .mypy_cache .ruff_cache .hypothesis

@@ -150,7 +150,7 @@ DCGM: dict[str, Series] = {
     "gpu_memory": Series("DCGM_FI_DEV_MEM_COPY_UTIL", "gauge", DCGM_SOURCE),
 }
 
-# The split endpoint's proxy (components/render/proxy_program.py), which counts what it receives; the
+# The split endpoint's proxy (front/metrics.py), which counts what it receives; the
 # last two wake a role at zero (components/render/autoscaling.py, wake_query).
 PROXY_REQUESTS = "inference_fleet_proxy_requests_total"
 PROXY_UNSERVED = "inference_fleet_proxy_unserved_requests_total"

@@ -2,7 +2,7 @@
 
 Nothing but the load balancer is in front of a classic server, and it answers 503 itself while no
 target is registered: no request reaches anything a scaler could count. So such an endpoint gets a
-gate: the proxy program (``proxy_program.py``) with ``--forward``, two replicas that never scale to
+gate: the front's program (the package ``front/``) with ``--forward``, two replicas that never scale to
 zero, between the route and the server Service. It forwards every request as it came, counts them on
 ``/metrics`` (port 8090, the ``proxy`` scrape job's ``role="gate"`` series), answers 503
 ``scaled_to_zero`` with ``Retry-After`` while the server has no pod, and stays healthy meanwhile, so

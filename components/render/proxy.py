@@ -2,8 +2,9 @@
 each request to a prefill pod, then to decode with that pod's bootstrap address and engine id,
 so the decoder pulls the KV from the very engine that computed it (docs/design.md, decision 8).
 
-The proxy is our own program (``proxy_program.py``, docs/mooncake-proxy.md), shipped in the
-ConfigMap ``<name>-proxy`` and run with the python3 of the endpoint's vLLM image. It finds the
+The proxy is our own program (the package ``front/`` at the top of the repository, docs/front.md),
+its files shipped in the ConfigMap ``<name>-proxy`` and run with the python3 of the endpoint's vLLM
+image (``program_volume`` says how). It finds the
 prefill pods through the headless prefill Service's DNS name, so a fixed topology and an
 autoscaled prefill role render alike and a topology change leaves the proxy alone; it reads
 each pod's engine ids again every few seconds, so a prefill restart or roll never leaves it
@@ -20,6 +21,7 @@ The same program, with ``--forward``, is the gate of a classic endpoint that may
 from __future__ import annotations
 
 import hashlib
+import importlib.util
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Literal
@@ -42,24 +44,54 @@ PROXY_HEALTH_PATH = "/health"
 PROXY_REPLICAS = 2
 REFRESH_SECONDS = 2
 """How often the proxy looks up the prefill pods and reads their engine ids."""
-PROGRAM_SOURCE = Path(__file__).with_name("proxy_program.py")
-PROGRAM_DIR = "/etc/mooncake-proxy"
-PROGRAM_FILE = "mooncake_proxy.py"
+PROGRAM_PACKAGE = "front"
+"""The program's package (never imported here: its files are read as text)."""
+PROGRAM_DIR = "/etc/front"
+"""Where the pods mount the program: its ``__main__.py`` at the top, the package beside it."""
+LAUNCHER = "__main__.py"
 PROGRAM_VOLUME = "program"
 PROGRAM_CHECKSUM_ANNOTATION = "inference-fleet/proxy-program-sha256"
-"""On the proxy's pod template: a change of the program rolls the proxy."""
+"""On the proxy's pod template: a change of any file of the program rolls the proxy."""
 PROXY_CONTAINER = "proxy"
 """The one container of the proxy's pods and of the gate's (the same program)."""
 Front = Literal["proxy", "gate"]
 """The role of the pods running the program: a split endpoint's proxy, or a classic endpoint's gate."""
 
 
-def program_text() -> str:
-    return PROGRAM_SOURCE.read_text(encoding="utf-8")
+def program_source() -> Path:
+    """The package's directory, found without importing it (it imports aiohttp, which the Pulumi program
+    does not need)."""
+    spec = importlib.util.find_spec(PROGRAM_PACKAGE)
+    assert spec is not None, f"the {PROGRAM_PACKAGE} package is missing"
+    assert spec.submodule_search_locations, f"{PROGRAM_PACKAGE} is a module, not a package"
+    return Path(next(iter(spec.submodule_search_locations)))
+
+
+def program_files() -> dict[str, str]:
+    """Every module of the program by file name: the ConfigMap's keys (flat: a key holds no ``/``)."""
+    return {path.name: path.read_text(encoding="utf-8") for path in sorted(program_source().glob("*.py"))}
 
 
 def program_checksum() -> str:
-    return hashlib.sha256(program_text().encode()).hexdigest()
+    """Of every file, name and text, so that a rename rolls the pods as an edit does."""
+    digest = hashlib.sha256()
+    for name, text in program_files().items():
+        digest.update(f"{name}\0{len(text.encode())}\0".encode())
+        digest.update(text.encode())
+    return digest.hexdigest()
+
+
+def mounted_path(key: str) -> str:
+    """Where a ConfigMap key lands under ``PROGRAM_DIR``: the launcher at the top, so ``python3 PROGRAM_DIR``
+    runs it with ``PROGRAM_DIR`` first on the path, and every module in the package beside it."""
+    return key if key == LAUNCHER else f"{PROGRAM_PACKAGE}/{key}"
+
+
+def program_volume(config_map: str) -> dict[str, Any]:
+    """The ConfigMap as a package on disk: Python runs a directory holding ``__main__.py`` as a program
+    (as it runs a zipapp), and that file imports ``front`` from beside it."""
+    items = [{"key": key, "path": mounted_path(key)} for key in program_files()]
+    return {"name": PROGRAM_VOLUME, "configMap": {"name": config_map, "items": items}}
 
 
 def prefill_service_host(endpoint: PlacedEndpoint) -> str:
@@ -78,7 +110,7 @@ def program_config_map(endpoint: PlacedEndpoint, role: Front = "proxy") -> dict[
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(name, endpoint.namespace, endpoint.labels(role)),
-        "data": {PROGRAM_FILE: program_text()},
+        "data": program_files(),
     }
 
 
@@ -119,7 +151,7 @@ def front_container(image: str, peers: list[str], scaled_to_zero: Sequence[str])
     return {
         "name": PROXY_CONTAINER,
         "image": image,
-        "command": ["python3", f"{PROGRAM_DIR}/{PROGRAM_FILE}"],
+        "command": ["python3", PROGRAM_DIR],
         "args": args,
     }
 
@@ -180,7 +212,7 @@ def front_deployment(endpoint: PlacedEndpoint, role: Front, container: dict[str,
     )
     pod = base_pod_spec(termination_grace_seconds=FRONT_GRACE_SECONDS)
     name = naming.object_name(endpoint.name, role)
-    pod["volumes"] = [tmp_volume(), {"name": PROGRAM_VOLUME, "configMap": {"name": name}}]
+    pod["volumes"] = [tmp_volume(), program_volume(name)]
     pod["containers"] = [container]
     # Preferably on different nodes, so that one node's loss never takes every proxy. Preferred, not
     # required: a small system group still holds both replicas and the surge of a roll.

@@ -163,7 +163,7 @@ def canary_share(target: Target, requests: int, triton: TritonModel) -> str:
 
 
 PROXY_ANSWERED = "answered"
-"""The proxy's count of decode answers it relayed, in its /health body (components/render/proxy_program.py)."""
+"""The proxy's count of decode answers it relayed, in its /health body (front/base.py)."""
 
 
 def _counters(target: Target, side: Side, sample: str) -> dict[str, float]:

@@ -26,7 +26,7 @@ class TritonModel:
 SCALED_TO_ZERO = "scaled_to_zero"
 """The error type of the 503 a split endpoint's proxy (a classic endpoint's gate) answers while its
 roles (its server) are at zero, and the key of its /health body naming them
-(components/render/proxy_program.py; the program runs alone in its pod and imports nothing of ours)."""
+(front/relay.py; the program runs alone in its pod and imports nothing of ours)."""
 
 
 class ScaledToZeroError(CheckError):

@@ -17,8 +17,8 @@ from components.metric_table import PROXY_ANSWERED, PROXY_IN_FLIGHT, PROXY_REQUE
 from components.platform.prometheus import prometheus_values
 from components.render.autoscaling import selector, wake_query
 from components.render.dashboard import proxy_panels
-from components.render.proxy_program import Counts, exposition
 from components.spec.metrics import Metrics
+from front.metrics import Counts, exposition
 from tests.e2e.namespace import run_driver
 from tests.prometheus_config import rendered_config
 from tests.prometheus_tools import binary

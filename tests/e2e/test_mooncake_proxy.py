@@ -14,7 +14,7 @@ import pytest
 
 from components.render.mooncake import mooncake_objects
 from components.render.placement import PlacedEndpoint
-from components.render.proxy import PROGRAM_DIR, PROGRAM_FILE, PROXY_METRICS_PORT, PROXY_PORT, REFRESH_SECONDS
+from components.render.proxy import PROGRAM_DIR, PROXY_METRICS_PORT, PROXY_PORT, REFRESH_SECONDS
 from tests.e2e.namespace import run_driver
 from tests.unit.stack_builders import mooncake_endpoint, placed_endpoint, stack_config
 
@@ -40,13 +40,17 @@ def mounted_front(
     objects: dict[str, dict[str, Any]], front: str, program_dir: Path
 ) -> tuple[list[str], dict[str, Any]]:
     """The command line of a front's container (``proxy`` or ``gate``) as its pod runs it, the
-    ConfigMap's files where its volume mounts them (here ``program_dir``); and the container."""
-    for name, text in objects[f"{front}-program"]["data"].items():
-        (program_dir / name).write_text(text)
+    ConfigMap's files where its volume mounts them (here ``program_dir``, each key at its item's path);
+    and the container."""
+    (volume,) = [v for v in objects[front]["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    data = objects[f"{front}-program"]["data"]
+    for item in volume["configMap"]["items"]:
+        (program_dir / item["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (program_dir / item["path"]).write_text(data[item["key"]])
     (container,) = objects[front]["spec"]["template"]["spec"]["containers"]
-    assert container["command"][1] == f"{PROGRAM_DIR}/{PROGRAM_FILE}"
+    assert container["command"][1] == PROGRAM_DIR
     argv = [*container["command"], *container["args"]]
-    argv[1] = str(program_dir / PROGRAM_FILE)
+    argv[1] = str(program_dir)
     return argv, container
 
 

@@ -5,13 +5,12 @@ its NetworkPolicies evaluated pod by pod, and the schedulability check counting 
 
 from __future__ import annotations
 
-import subprocess
 from typing import Any
 
 import pytest
 
 from components import naming
-from components.metric_table import PROXY_IN_FLIGHT, PROXY_LAST_REQUEST, PROXY_UNSERVED
+from components.metric_table import PROXY_IN_FLIGHT, PROXY_LAST_REQUEST
 from components.render.autoscaling import COOLDOWN_SECONDS, PAUSED_REPLICAS
 from components.render.classic import classic_objects
 from components.render.kube import metrics_port
@@ -21,16 +20,16 @@ from components.render.proxy import (
     PROXY_PORT,
     PROXY_REPLICAS,
     program_checksum,
-    program_text,
+    program_files,
+    program_volume,
     proxy_deployment,
 )
-from components.render.proxy_program import Counts, exposition, parse_arguments
 from components.render.route import ALB
 from components.schedulability.check import region_workloads
 from components.spec import Problem, SpecError, parse_stack_config
+from front.serve import parse_arguments
 from tests import custom_resources
 from tests.network_policies import Pod, admitted
-from tests.prometheus_tools import binary
 
 from .stack_builders import DELETE, REGION, placed_endpoint, with_classic, with_mooncake
 
@@ -105,8 +104,8 @@ def test_the_gate_is_the_proxys_deployment_with_role_gate_and_forwards_to_the_se
     (proxy_container,) = proxy["spec"]["template"]["spec"]["containers"]
     for field in ("name", "ports", "resources", "readinessProbe", "livenessProbe", "securityContext", "command"):
         assert container[field] == proxy_container[field], field
-    assert template["spec"]["volumes"][1] == {"name": "program", "configMap": {"name": "chat-gate"}}
-    assert objects["gate-program"]["data"] == {"mooncake_proxy.py": program_text()}
+    assert template["spec"]["volumes"][1] == program_volume("chat-gate")
+    assert objects["gate-program"]["data"] == program_files()
     arguments = parse_arguments(container["args"])
     assert arguments.forward == "http://chat.inference.svc:80"
     assert objects["service"]["spec"]["ports"][0]["port"] == 80  # what the forward URL names
@@ -204,36 +203,3 @@ def test_the_schedulability_check_counts_the_gates_two_pods() -> None:
     gate = workloads["chat-gate"]
     assert (gate.replicas, gate.requests["cpu"], gate.requests["memory"]) == (2, 1000, 2**30)
     assert workloads["chat"].replicas == 3  # the server counted at its autoscaler's ceiling, as before
-
-
-def test_the_programs_forward_mode_takes_no_prefill_or_decode_and_only_the_server_at_zero(
-    capsys: pytest.CaptureFixture[str],
-) -> None:
-    arguments = parse_arguments(["--forward", "http://chat.inference.svc:80/"])
-    assert (arguments.forward, arguments.forward_health, arguments.scale_to_zero) == (
-        "http://chat.inference.svc:80",
-        "/health",
-        [],
-    )
-    forward = ["--forward", "http://s"]
-    for wrong, said in (
-        ([*forward, "--decode", "http://d"], "--decode do not apply"),
-        ([*forward, "--scale-to-zero", "prefill"], "takes only server"),
-        ([*forward, "--forward-health", "health"], "must be a path starting with /"),
-        (["--scale-to-zero", "server"], "needs --prefill-service, --prefill-port, --bootstrap-port, --decode"),
-    ):
-        with pytest.raises(SystemExit):
-            parse_arguments(wrong)
-        assert said in capsys.readouterr().err
-
-
-def test_promtool_finds_nothing_to_lint_in_the_gates_exposition() -> None:
-    """The gate's series are the proxy's with the one backend ``server`` (Debian's promtool, `check metrics`)."""
-    counts = Counts(requests=3, answered=2, in_flight=1, unserved={"server": 0})
-    counts.unserved_by(["server"])
-    text = exposition(counts)
-    assert f'{PROXY_UNSERVED}{{backend="server"}} 1' in text.splitlines()
-    checked = subprocess.run(
-        [binary("promtool"), "check", "metrics"], input=text, capture_output=True, text=True, check=False
-    )
-    assert (checked.returncode, checked.stdout, checked.stderr) == (0, "", "")

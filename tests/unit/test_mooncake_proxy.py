@@ -1,38 +1,24 @@
-"""The proxy of split Mooncake endpoints: our program (components/render/proxy_program.py) and
-how it is rendered. The program itself runs against restarting stand-ins in
-tests/e2e/test_mooncake_proxy.py."""
+"""The proxy of split Mooncake endpoints as it is rendered: the front's package (front/, its own tests
+in tests/front) in a ConfigMap, run by the pods. The program itself runs against restarting stand-ins
+in tests/e2e/test_mooncake_proxy.py."""
 
 from __future__ import annotations
 
-import ast
-import hashlib
-import json
 import subprocess
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 
-from components.metric_table import (
-    PROXY_ANSWERED,
-    PROXY_IN_FLIGHT,
-    PROXY_LAST_REQUEST,
-    PROXY_REQUESTS,
-    PROXY_UNSERVED,
-)
-from components.render import proxy, proxy_program
+import front
+from components.render import proxy
 from components.render.drain import FRONT_DRAIN_SECONDS, SERVER_DRAIN_SECONDS
 from components.render.mooncake import mooncake_objects
 from components.render.placement import PlacedEndpoint
 from components.render.pods import NON_ROOT_ID
-from components.render.proxy_program import Counts, Engine, engines_of, exposition, parse_arguments, url_host
-from fleetctl.verify import schemas as verify_schemas
-from tests.prometheus_tools import binary
+from front.serve import parse_arguments
 from tests.unit.stack_builders import mooncake_endpoint, placed_endpoint, stack_config
-
-ENGINE = "5f2b7c1e-9a53-4c1b-8d1f-2a0e6b3c4d5e"
 
 
 def split(**mooncake: Any) -> PlacedEndpoint:
@@ -45,60 +31,59 @@ def proxy_pod(endpoint: PlacedEndpoint) -> dict[str, Any]:
     return template
 
 
-def test_engines_are_read_from_the_bootstrap_servers_query_answer() -> None:
-    """vLLM 0.33.0 MooncakeBootstrapServer.query: dict[dp_rank, EngineEntry(engine_id, worker_addr)] as JSON."""
-    answer = {
-        "1": {"engine_id": "second", "worker_addr": {"0": {"0": "tcp://10.0.3.7:51234"}}},
-        "0": {"engine_id": ENGINE, "worker_addr": {"0": {"0": "tcp://10.0.3.7:50001"}, "1": {"0": "tcp://x:1"}}},
-    }
-    assert engines_of("10.0.3.7", answer) == [Engine("10.0.3.7", 0, ENGINE), Engine("10.0.3.7", 1, "second")]
-
-
-@pytest.mark.parametrize(
-    "answer",
-    [{}, [], None, "x", {"0": {"worker_addr": {}}}, {"0": {"engine_id": ""}}, {"rank": {"engine_id": ENGINE}}],
-)
-def test_an_answer_naming_no_engine_leaves_the_pod_out(answer: Any) -> None:
-    """A bootstrap server whose workers have not registered answers {}: no engine to send decode to."""
-    assert engines_of("10.0.3.7", answer) == []
-
-
-def test_ipv6_pod_addresses_are_bracketed_in_urls() -> None:
-    assert url_host("fd00:ec2::12") == "[fd00:ec2::12]"
-    assert url_host("10.0.3.7") == "10.0.3.7"
-
-
-def test_the_program_needs_only_the_standard_library_and_aiohttp() -> None:
-    """What the vLLM image carries (its requirements/common.txt has aiohttp); no module of ours."""
-    tree = ast.parse(proxy.program_text())
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
-    imported |= {node.module or "" for node in ast.walk(tree) if isinstance(node, ast.ImportFrom) and node.level == 0}
-    tops = {name.split(".")[0] for name in imported}
-    assert tops - set(sys.stdlib_module_names) - {"__future__"} == {"aiohttp"}
-
-
-def test_the_config_map_carries_the_program_and_the_pods_its_checksum() -> None:
+def test_the_config_map_carries_every_module_of_the_front_and_the_pods_their_checksum() -> None:
     endpoint = split()
     objects = mooncake_objects(endpoint, None)
-    text = Path(proxy_program.__file__).read_text()
-    assert objects["proxy-program"]["data"] == {proxy.PROGRAM_FILE: text}
+    package = Path(front.__file__).parent
+    modules = {path.name: path.read_text() for path in package.glob("*.py")}
+    assert {"__init__.py", "__main__.py", "proxy.py", "gate.py", "serve.py"} <= modules.keys()
+    assert objects["proxy-program"]["data"] == modules
     annotations = objects["proxy"]["spec"]["template"]["metadata"]["annotations"]
-    assert annotations == {proxy.PROGRAM_CHECKSUM_ANNOTATION: hashlib.sha256(text.encode()).hexdigest()}
+    assert annotations == {proxy.PROGRAM_CHECKSUM_ANNOTATION: proxy.program_checksum()}
     (volume,) = [v for v in objects["proxy"]["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
     assert volume["configMap"]["name"] == objects["proxy-program"]["metadata"]["name"]
+    paths = {item["key"]: item["path"] for item in volume["configMap"]["items"]}
+    assert paths == {name: "__main__.py" if name == "__main__.py" else f"front/{name}" for name in modules}
 
 
-def test_a_program_change_rolls_the_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def mounted(tmp_path: Path, objects: dict[str, Any]) -> Path:
+    """The program volume as the kubelet writes it: each key at its item's path."""
+    (volume,) = [v for v in objects["proxy"]["spec"]["template"]["spec"]["volumes"] if "configMap" in v]
+    for item in volume["configMap"]["items"]:
+        (tmp_path / item["path"]).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / item["path"]).write_text(objects["proxy-program"]["data"][item["key"]])
+    return tmp_path
+
+
+def test_the_pods_command_runs_the_mounted_package_not_another_copy(tmp_path: Path) -> None:
+    """``python3 <dir>`` runs ``<dir>/__main__.py`` with ``<dir>`` first on the path, so ``front`` is the
+    mounted one (python -v names the file each import came from)."""
+    objects = mooncake_objects(split(), None)
+    (container,) = objects["proxy"]["spec"]["template"]["spec"]["containers"]
+    assert container["command"] == ["python3", proxy.PROGRAM_DIR]
+    directory = mounted(tmp_path / "mount", objects)
+    ran = subprocess.run(
+        [sys.executable, "-v", str(directory), "--help"], capture_output=True, text=True, cwd=tmp_path, check=False
+    )
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert ran.stdout.startswith("usage:")
+    assert str(directory / "front" / "serve.py") in ran.stderr
+    assert str(Path(front.__file__).parent / "serve.py") not in ran.stderr
+
+
+def test_a_change_of_any_module_rolls_the_proxy(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     before = proxy_pod(split())["metadata"]["annotations"]
-    changed = tmp_path / "proxy_program.py"
-    changed.write_text(proxy.program_text() + "# changed\n")
-    monkeypatch.setattr(proxy, "PROGRAM_SOURCE", changed)
+    for name, text in proxy.program_files().items():
+        (tmp_path / name).write_text(text)
+    monkeypatch.setattr(proxy, "program_source", lambda: tmp_path)
+    assert proxy_pod(split())["metadata"]["annotations"] == before
+    (tmp_path / "gate.py").write_text((tmp_path / "gate.py").read_text() + "# changed\n")
     assert proxy_pod(split())["metadata"]["annotations"] != before
 
 
 def test_the_program_accepts_the_rendered_arguments() -> None:
     (container,) = proxy_pod(split())["spec"]["containers"]
-    assert container["command"] == ["python3", f"{proxy.PROGRAM_DIR}/{proxy.PROGRAM_FILE}"]
+    assert container["command"] == ["python3", proxy.PROGRAM_DIR]
     arguments = parse_arguments(container["args"])
     assert (arguments.host, arguments.port) == ("0.0.0.0", proxy.PROXY_PORT)
     assert arguments.prefill_service == "chat-prefill.inference.svc"
@@ -173,77 +158,6 @@ def test_the_admin_key_goes_to_the_proxy_as_the_servers_read_it() -> None:
     assert "env" not in proxy_pod(split())["spec"]["containers"][0]
 
 
-def test_the_programs_series_are_the_names_the_rendering_uses() -> None:
-    """The program runs alone in its pod and cannot import components.metric_table."""
-    assert (proxy_program.REQUESTS, proxy_program.UNSERVED) == (PROXY_REQUESTS, PROXY_UNSERVED)
-    assert (proxy_program.ANSWERED, proxy_program.IN_FLIGHT) == (PROXY_ANSWERED, PROXY_IN_FLIGHT)
-    assert proxy_program.LAST_REQUEST == PROXY_LAST_REQUEST
-
-
-def test_the_exposition_is_prometheus_text_with_every_series_from_start() -> None:
-    families = {family.name: family for family in text_string_to_metric_families(exposition(Counts()))}
-    # The parser names a counter's family without _total, as OpenMetrics does; its samples keep it.
-    assert {name: family.type for name, family in families.items()} == {
-        PROXY_REQUESTS.removesuffix("_total"): "counter",
-        PROXY_UNSERVED.removesuffix("_total"): "counter",
-        PROXY_ANSWERED.removesuffix("_total"): "counter",
-        PROXY_IN_FLIGHT: "gauge",
-        PROXY_LAST_REQUEST: "gauge",
-    }
-    values = {(s.name, tuple(s.labels.items())): s.value for f in families.values() for s in f.samples}
-    assert values == {
-        (PROXY_REQUESTS, ()): 0,
-        (PROXY_UNSERVED, (("backend", "prefill"),)): 0,
-        (PROXY_UNSERVED, (("backend", "decode"),)): 0,
-        (PROXY_ANSWERED, ()): 0,
-        (PROXY_IN_FLIGHT, ()): 0,
-        (PROXY_LAST_REQUEST, ()): 0,
-    }
-
-
-def test_the_exposition_carries_the_counts() -> None:
-    counts = Counts(requests=7, answered=3, in_flight=2, last_request=1764590400.25)
-    counts.unserved_by(["prefill", "decode"])
-    counts.unserved_by(["decode"])
-    text = exposition(counts)
-    values = {
-        (s.name, tuple(s.labels.items())): s.value for f in text_string_to_metric_families(text) for s in f.samples
-    }
-    assert values[(PROXY_REQUESTS, ())] == 7
-    assert values[(PROXY_UNSERVED, (("backend", "prefill"),))] == 1
-    assert values[(PROXY_UNSERVED, (("backend", "decode"),))] == 2
-    assert (values[(PROXY_ANSWERED, ())], values[(PROXY_IN_FLIGHT, ())]) == (3, 2)
-    assert values[(PROXY_LAST_REQUEST, ())] == 1764590400.25
-
-
-def test_the_answer_at_zero_says_so_and_when_to_retry() -> None:
-    answer = proxy_program.scaled_to_zero(["prefill", "decode"], 45)
-    assert (answer.status, answer.headers["Retry-After"]) == (503, "45")
-    assert answer.text is not None
-    assert json.loads(answer.text) == {
-        "error": {
-            "message": "prefill and decode scaled to zero: this request wakes them; retry in a few minutes",
-            "type": "scaled_to_zero",
-            "code": 503,
-        }
-    }
-    one = proxy_program.scaled_to_zero(["decode"], 30)
-    assert one.text is not None
-    assert json.loads(one.text)["error"]["message"].startswith("decode scaled to zero: this request wakes it;")
-
-
-def test_scale_to_zero_roles_are_repeatable_and_checked(capsys: pytest.CaptureFixture[str]) -> None:
-    required = ["--prefill-service", "p", "--prefill-port", "1", "--bootstrap-port", "2", "--decode", "http://d"]
-    arguments = parse_arguments(required)
-    assert (arguments.scale_to_zero, arguments.retry_after_seconds, arguments.metrics_port) == ([], 30, None)
-    arguments = parse_arguments([*required, "--scale-to-zero", "prefill", "--scale-to-zero", "decode"])
-    assert arguments.scale_to_zero == ["prefill", "decode"]
-    for wrong in (["--scale-to-zero", "server"], ["--retry-after-seconds", "-1"], ["--retry-after-seconds", "x"]):
-        with pytest.raises(SystemExit):
-            parse_arguments([*required, *wrong])
-        assert wrong[0] in capsys.readouterr().err
-
-
 def with_min_replicas(prefill: int | None, decode: int | None, enabled: bool = True) -> PlacedEndpoint:
     """A split endpoint whose roles autoscale from these minimums (None: no autoscaler for the role)."""
     blocks = {
@@ -275,18 +189,3 @@ def test_the_proxy_serves_its_metrics_on_a_port_of_their_own() -> None:
     assert parse_arguments(container["args"]).metrics_port == proxy.PROXY_METRICS_PORT == 8090
     assert {"name": "metrics", "containerPort": 8090, "protocol": "TCP"} in container["ports"]
     assert [port["containerPort"] for port in container["ports"]] == [proxy.PROXY_PORT, proxy.PROXY_METRICS_PORT]
-
-
-def test_verify_recognises_the_answer_at_zero_by_the_programs_error_type() -> None:
-    """fleetctl verify waits for an endpoint whose proxy answers this type (and reads /health's key)."""
-    assert proxy_program.SCALED_TO_ZERO == verify_schemas.SCALED_TO_ZERO
-
-
-def test_promtool_finds_nothing_to_lint_in_the_exposition() -> None:
-    """Prometheus's own linter (Debian's promtool, `check metrics`: counter suffixes, HELP, units)."""
-    counts = Counts(requests=2, answered=1, in_flight=1)
-    counts.unserved_by(["decode"])
-    checked = subprocess.run(
-        [binary("promtool"), "check", "metrics"], input=exposition(counts), capture_output=True, text=True, check=False
-    )
-    assert (checked.returncode, checked.stdout, checked.stderr) == (0, "", "")

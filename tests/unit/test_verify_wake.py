@@ -1,5 +1,5 @@
 """fleetctl verify's wait for an endpoint scaled to zero: the proxy's 503 recognised by its error
-type, each next request after the Retry-After it gave (components/render/proxy_program.py answers
+type, each next request after the Retry-After it gave (front/relay.py answers
 ``Retry-After: <--retry-after-seconds>``), and the waits kept out of the run's deadline."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""What the proxy program (components/render/proxy_program.py) makes of a client's request on a split
+"""What the proxy (front/proxy.py) makes of a client's request on a split
 endpoint, and of its prefill's answer; and how it holds its peers through probes that time out. The
 program runs against stand-ins in tests/e2e/test_mooncake_proxy.py and test_rollout.py."""
 
@@ -9,15 +9,9 @@ from typing import Any
 
 import pytest
 
-from components.render.proxy_program import (
-    Silence,
-    as_events,
-    finished_for_decode,
-    parse_arguments,
-    prefill_body,
-    refused_by_engine,
-    unsplittable,
-)
+from front.proxy import as_events, finished_for_decode, prefill_body, refused_by_engine, unsplittable
+from front.serve import parse_arguments
+from front.watch import Silence
 
 REQUIRED = ["--prefill-service", "p", "--prefill-port", "1", "--bootstrap-port", "2", "--decode", "http://d"]
 

@@ -1,0 +1,1 @@
+"""Routing quality measured as users measure it: the simulation (simulation.py) and its report."""

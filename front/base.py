@@ -1,0 +1,67 @@
+"""What the proxy and the gate share: ``/health``, ``/metrics``, the counts and the answer at zero."""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import Sequence
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from front.metrics import EXPOSITION_TYPE, Counts, exposition
+from front.relay import SCALED_TO_ZERO
+from front.watch import Watch
+
+
+class Front:
+    """What the proxy and the gate share: /health, /metrics, the counts and the answer at zero."""
+
+    def __init__(
+        self, arguments: argparse.Namespace, watch: Watch, session: aiohttp.ClientSession, backends: Sequence[str]
+    ) -> None:
+        self.watch = watch
+        self.session = session
+        self.scale_to_zero = frozenset(arguments.scale_to_zero)
+        self.retry_after_seconds: int = arguments.retry_after_seconds
+        self.counts = Counts(unserved=dict.fromkeys(backends, 0))
+        self.draining = False
+        """SIGTERM came: /health answers 503 while the requests in flight finish (``serve``)."""
+
+    def at_zero(self) -> list[str]:
+        """The missing backends, when every one of them may be at zero (else none: the front cannot serve)."""
+        missing = self.watch.missing()
+        if self.watch.known and self.scale_to_zero.issuperset(missing):
+            return missing
+        return []
+
+    async def health(self, request: web.Request, detail: bool = False) -> web.Response:
+        state: dict[str, Any] = {**self.watch.state(detail), "answered": self.counts.answered}
+        at_zero = self.at_zero()
+        if self.scale_to_zero:
+            state[SCALED_TO_ZERO] = at_zero
+        if self.draining:
+            state["draining"] = True
+        serving = (self.watch.ready or bool(at_zero)) and not self.draining
+        return web.json_response(state, status=200 if serving else 503)
+
+    async def metrics(self, request: web.Request) -> web.Response:
+        # Content-Type set whole: aiohttp's content_type argument would not take the version parameter.
+        return web.Response(text=exposition(self.counts), headers={"Content-Type": EXPOSITION_TYPE})
+
+    async def received(self, request: web.Request) -> web.StreamResponse:
+        self.counts.requests += 1
+        self.counts.last_request = time.time()
+        self.counts.in_flight += 1
+        try:  # whatever ends the request: an answer, an error, the client gone (cancelled)
+            return await self.answer(request)
+        finally:
+            self.counts.in_flight -= 1
+
+    def routed(self, path: str) -> bool:
+        """Whether ``path`` is one the front sends to its backends."""
+        return True
+
+    async def answer(self, request: web.Request) -> web.StreamResponse:
+        raise NotImplementedError

@@ -1,0 +1,263 @@
+"""The prefill/decode proxy of a split Mooncake endpoint: the request path.
+
+A request: prefill on one prefill engine (``max_tokens`` 1, ``min_tokens`` 1, ``kv_transfer_params``
+with ``do_remote_decode`` and a transfer id), then decode through the decode Service with that
+engine's bootstrap address and engine id (``do_remote_prefill``), the decode's answer
+streamed back. The decoder pulls the KV from the very engine that prefilled it. A prefill that
+finished other than at its length is the answer; ``n`` > 1 and prompt lists are refused 400
+(``unsplittable``); the rest of vLLM's client surface goes to decode as it came (``FORWARDED_PATHS``)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import uuid
+from typing import Any
+
+import aiohttp
+from aiohttp import web
+
+from front.base import Front
+from front.relay import REQUEST_TIMEOUT, error, forward, forwarded_headers, relay, scaled_to_zero, sent
+from front.watch import ROLES, Engine, Peers
+
+LOG = logging.getLogger("mooncake-proxy")
+COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
+"""The routes split into a prefill and a decode (vLLM 0.33.0 entrypoints/openai/completion/api_router.py
+and chat_completion/api_router.py)."""
+FORWARDED_PATHS = frozenset({"/tokenize", "/detokenize", "/tokenizer_info", "/version"})
+FORWARDED_PREFIX = "/v1/"
+NOT_FORWARDED = frozenset({"/v1/load_lora_adapter", "/v1/unload_lora_adapter", "/v1/realtime"})
+"""What the proxy sends to decode as it came, unsplit (decode computes its own prefill): every route of
+vLLM 0.33.0's OpenAI surface under ``/v1/`` (models, responses, messages, embeddings, audio, ...:
+entrypoints/openai/*/api_router.py, anthropic/, pooling/, speech_to_text/) and the tokenizer's
+(serve/tokenize/api_router.py), but the LoRA loading of one decode pod (an administrator's, and the
+other pods would not have it) and the realtime WebSocket. vLLM's other routes (sleep, profiling, weight
+updates, cache resets) are its operators', not a client's: 404 here."""
+PREFILL_FINISHED_FOR_DECODE = "length"
+"""The prefill's finish_reason when it kept the KV for decode: the connector keeps a prefill's blocks only
+for ``FINISHED_LENGTH_CAPPED`` (vLLM 0.33.0 mooncake/mooncake_connector.py,
+``MooncakeConnectorScheduler.request_finished``), which the OpenAI layer answers as "length"."""
+
+
+def unsplittable(path: str, body: dict[str, Any]) -> str | None:
+    """Why a completion request cannot go through one prefill and one decode, naming its field; None
+    when it can. vLLM makes several engine requests of ``n`` > 1 (v1/engine/parallel_sampling.py: child
+    requests with the parent's sampling parameters, ``kv_transfer_params`` included), of a list of
+    prompts (completion/serving.py: one per prompt) and of beam search; the Mooncake connector keys a
+    transfer by its id (mooncake_connector.py, ``reqs_need_send[transfer_id]``), so they would overwrite
+    one another's KV on the prefill and wait for it on the decode."""
+    n = body.get("n")
+    if n is not None and n != 1:
+        return f"n is {n!r}: a split endpoint answers one choice per request (n 1); send n requests"
+    if body.get("use_beam_search"):
+        return "use_beam_search is not supported on a split endpoint"
+    if path == "/v1/completions":
+        prompt, embeds = body.get("prompt"), body.get("prompt_embeds")
+        texts = len(prompt) if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else 1
+        counts = {"prompt": texts if prompt not in (None, "") else 0}
+        counts["prompt_embeds"] = len(embeds) if isinstance(embeds, list) else 1 if embeds else 0
+        if (prompts := sum(counts.values())) > 1:
+            fields = " and ".join(name for name, count in counts.items() if count)
+            verb = "hold" if " and " in fields else "holds"
+            return f"{fields} {verb} {prompts} prompts: a split endpoint answers one prompt per request"
+    return None
+
+
+def prefill_body(body: dict[str, Any], request_id: str) -> dict[str, Any]:
+    """The client's request as the prefill gets it: one token, whatever the client asked, never streamed.
+    ``min_tokens`` 1 (the client's replaced: vLLM 0.33.0 sampling_params.py ``_verify_args`` refuses
+    ``min_tokens`` above ``max_tokens``) keeps the one token from being EOS or a stop token: vLLM masks
+    them until ``min_tokens`` tokens are out (v1/sample/logits_processor, ``MinTokensLogitsProcessor``),
+    and ``check_stop`` (v1/core/sched/utils.py) would otherwise finish the request ``FINISHED_STOPPED``,
+    whose KV the connector frees at once. The decode still samples its first token under the client's
+    own limits."""
+    payload = {
+        **body,
+        "kv_transfer_params": {
+            "do_remote_decode": True,
+            "do_remote_prefill": False,
+            "transfer_id": f"xfer-{request_id}",
+        },
+        "stream": False,
+        "max_tokens": 1,
+        "min_tokens": 1,
+    }
+    if "max_completion_tokens" in payload:
+        payload["max_completion_tokens"] = 1
+    payload.pop("stream_options", None)
+    return payload
+
+
+def finished_for_decode(answer: Any) -> bool:
+    """Whether the prefill's answer says it kept the KV for decode: every choice finished at its length."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    if not isinstance(choices, list) or not choices:
+        return True  # not a completion we can read: decode answers (and says what went wrong)
+    return all(isinstance(c, dict) and c.get("finish_reason") == PREFILL_FINISHED_FOR_DECODE for c in choices)
+
+
+def refused_by_engine(answer: Any) -> bool:
+    """Whether the engine finished the request without running it: "abort" (a draining vLLM refuses every
+    new request so: v1/engine/core.py ``_reject_add_in_shutdown``, while its server still accepts and its
+    /health answers 200: entrypoints/launchers/launcher.py) or "error". Another pod may run it."""
+    choices = answer.get("choices") if isinstance(answer, dict) else None
+    finished = {c.get("finish_reason") for c in choices if isinstance(c, dict)} if isinstance(choices, list) else set()
+    return bool(finished & {"abort", "error"})
+
+
+def as_events(path: str, answer: dict[str, Any], body: dict[str, Any]) -> bytes:
+    """A whole completion (vLLM's non-streamed answer) as the server-sent events vLLM streams for it:
+    one chunk per choice (chat: ``chat.completion.chunk`` with the message as its ``delta``), a usage
+    chunk when the client asked for it (``stream_options.include_usage``), then ``[DONE]``."""
+    chat = path == "/v1/chat/completions"
+    kind = "chat.completion.chunk" if chat else "text_completion"
+    common: dict[str, Any] = {key: answer[key] for key in ("id", "created", "model") if key in answer}
+    chunks: list[dict[str, Any]] = []
+    for choice in answer.get("choices", []):
+        part: dict[str, Any]
+        if chat:
+            delta = dict(choice.get("message") or {})
+            part = {"index": choice.get("index", 0), "delta": delta, "logprobs": choice.get("logprobs")}
+            part |= {"finish_reason": choice.get("finish_reason"), "stop_reason": choice.get("stop_reason")}
+        else:
+            part = dict(choice)
+        chunks.append({**common, "object": kind, "choices": [part]})
+    options = body.get("stream_options")
+    if isinstance(options, dict) and options.get("include_usage") and "usage" in answer:
+        chunks.append({**common, "object": kind, "choices": [], "usage": answer["usage"]})
+    events = [f"data: {json.dumps(chunk)}\n\n" for chunk in chunks] + ["data: [DONE]\n\n"]
+    return "".join(events).encode()
+
+
+class Proxy(Front):
+    def __init__(self, arguments: argparse.Namespace, peers: Peers, session: aiohttp.ClientSession) -> None:
+        super().__init__(arguments, peers, session, ROLES)
+        self.decode = arguments.decode
+        self.peers = peers
+        self.key = os.environ.get("VLLM_API_KEY")
+
+    def headers(self, request_id: str) -> dict[str, str]:
+        headers = {"X-Request-Id": request_id}
+        if self.key:
+            headers["Authorization"] = f"Bearer {self.key}"
+        return headers
+
+    async def answer(self, request: web.Request) -> web.StreamResponse:
+        if request.path not in COMPLETION_PATHS or request.method != "POST":
+            return await self.unsplit(request)
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            return error(400, "the request body must be a JSON object")
+        if refused := unsplittable(request.path, body):
+            return error(400, refused)
+        if at_zero := self.at_zero():
+            self.counts.unserved_by(at_zero)
+            return scaled_to_zero(at_zero, self.retry_after_seconds)
+        retried = False
+        while True:
+            request_id = uuid.uuid4().hex
+            prefilled = await self.prefill(request.path, body, request_id)
+            if isinstance(prefilled, web.Response):
+                return prefilled
+            engine, prefill_answer = prefilled
+            if not finished_for_decode(prefill_answer):
+                # Finished before its length (a stop string in its one token): the prefill freed the KV,
+                # and the answer is whole. vLLM would have answered the client just this.
+                self.counts.answered += 1
+                if body.get("stream"):
+                    events = as_events(request.path, prefill_answer, body)
+                    return web.Response(body=events, content_type="text/event-stream")
+                return web.json_response(prefill_answer)
+            payload = {
+                **body,
+                "kv_transfer_params": {
+                    "do_remote_decode": False,
+                    "do_remote_prefill": True,
+                    "remote_bootstrap_addr": self.peers.bootstrap_url(engine.host),
+                    "remote_engine_id": engine.engine_id,
+                    "transfer_id": f"xfer-{request_id}",
+                },
+            }
+            url = f"{self.decode}{request.path}"
+            try:
+                answer = await sent(
+                    self.session, "POST", url, json=payload, headers=self.headers(request_id), timeout=REQUEST_TIMEOUT
+                )
+            except (TimeoutError, aiohttp.ClientError) as failure:
+                return self.decode_unreachable(failure)
+            if answer.status >= 500 and not retried and not await self.peers.still_current(engine):
+                # The prefill pod restarted since the last refresh, so decode found no engine
+                # under the id we named and the KV went with the old process: prefill again.
+                answer.close()
+                retried = True
+                LOG.warning("prefill %s restarted under request %s: prefilling again", engine.host, request_id)
+                continue
+            self.counts.answered += 1
+            return await relay(request, answer)
+
+    def decode_unreachable(self, failure: Exception) -> web.Response:
+        self.peers.decode_up = False
+        self.peers.wake.set()
+        self.counts.unserved_by(["decode"])
+        return error(503, f"decode is unreachable: {failure}")
+
+    def routed(self, path: str) -> bool:
+        forwarded = path.startswith(FORWARDED_PREFIX) or path in FORWARDED_PATHS
+        return path in COMPLETION_PATHS or (forwarded and path not in NOT_FORWARDED)
+
+    async def unsplit(self, request: web.Request) -> web.StreamResponse:
+        """A route of vLLM's surface that needs no prefill (``FORWARDED_PATHS``): to decode as it came,
+        with the proxy's key in place of the client's when the role servers require one."""
+        if "decode" in self.at_zero():
+            self.counts.unserved_by(["decode"])
+            return scaled_to_zero(["decode"], self.retry_after_seconds)
+        headers = forwarded_headers(request)
+        if self.key:
+            headers = [(k, v) for k, v in headers if k.lower() != "authorization"]
+            headers.append(("Authorization", f"Bearer {self.key}"))
+        try:
+            answer = await forward(self.session, f"{self.decode}{request.rel_url}", request, headers)
+        except (TimeoutError, aiohttp.ClientError) as failure:
+            return self.decode_unreachable(failure)
+        self.counts.answered += 1
+        return await relay(request, answer, forward_headers=True)
+
+    async def prefill(
+        self, path: str, body: dict[str, Any], request_id: str
+    ) -> tuple[Engine, dict[str, Any]] | web.Response:
+        """The engine that prefilled the request and its answer, or the answer to give the client."""
+        payload = prefill_body(body, request_id)
+        tried: set[str] = set()
+        while (engine := self.peers.pick(tried)) is not None:
+            tried.add(engine.host)
+            headers = {**self.headers(request_id), "X-data-parallel-rank": str(engine.rank)}
+            url = f"{self.peers.prefill_url(engine.host)}{path}"
+            try:
+                answer = await sent(self.session, "POST", url, json=payload, headers=headers, timeout=REQUEST_TIMEOUT)
+                async with answer:
+                    content = await answer.read()
+                    if answer.status < 400:
+                        try:
+                            prefilled = json.loads(content)
+                        except ValueError:
+                            prefilled = {}
+                        if not refused_by_engine(prefilled):
+                            return engine, prefilled
+                        reason = "its engine refused the request (draining)"
+                        self.peers.refused(engine.host)
+                    elif answer.status < 500:  # the request itself: no other prefill pod would take it
+                        return web.Response(status=answer.status, body=content, content_type=answer.content_type)
+                    else:
+                        reason = f"answered {answer.status}"
+            except (TimeoutError, aiohttp.ClientError) as failure:
+                reason = str(failure) or type(failure).__name__
+            LOG.warning("prefill %s failed (%s): taken out of rotation", engine.host, reason)
+            self.peers.suspect(engine.host)
+        self.counts.unserved_by(["prefill"] if self.peers.decode_up else ["prefill", "decode"])
+        return error(503, "no prefill instance is available")

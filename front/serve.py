@@ -1,0 +1,202 @@
+"""The front's command line and its serving: the arguments, the serving port's application, the
+metrics port's, and the drain on SIGTERM."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import AsyncIterator, Sequence
+
+import aiohttp
+from aiohttp import web
+
+import front as package
+from front.base import Front
+from front.gate import Gate
+from front.proxy import Proxy
+from front.relay import error
+from front.watch import ROLES, SERVER, Peers, Server, Watch
+
+LOG = logging.getLogger("mooncake-proxy")
+KEEPALIVE_TO_PEERS_SECONDS = 3.0
+MAX_BODY_BYTES = 100 * 2**20
+"""Long prompts and inline images exceed aiohttp's default limit of 1 MiB."""
+
+
+FRONT = web.AppKey("front", Front)
+
+
+def application(arguments: argparse.Namespace) -> web.Application:
+    app = web.Application(client_max_size=MAX_BODY_BYTES)
+
+    async def peers_and_session(app: web.Application) -> AsyncIterator[None]:
+        # Idle connections are dropped before vLLM drops them (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s), so a
+        # request never goes out on a connection the server is closing.
+        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_TO_PEERS_SECONDS)
+        # The gate passes answers on as they came, compressed or not.
+        session = aiohttp.ClientSession(connector=connector, auto_decompress=arguments.forward is None)
+        watch: Watch
+        if arguments.forward is not None:
+            server = Server(arguments, session)
+            app[FRONT], watch = Gate(arguments, server, session), server
+        else:
+            peers = Peers(arguments, session)
+            app[FRONT], watch = Proxy(arguments, peers, session), peers
+        refresh = asyncio.create_task(watch.run())
+        metrics = await metrics_site(arguments, app[FRONT]) if arguments.metrics_port is not None else None
+        yield
+        if metrics is not None:
+            await metrics.cleanup()
+        refresh.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await refresh
+        await session.close()
+
+    async def health(request: web.Request) -> web.Response:
+        return await request.app[FRONT].health(request)
+
+    async def received(request: web.Request) -> web.StreamResponse:
+        front = request.app[FRONT]
+        if not front.routed(request.path):  # not a request for the backends: neither counted nor sent
+            return error(404, f"{request.path} is not served by a split endpoint (docs/mooncake-proxy.md, Routes)")
+        return await front.received(request)
+
+    app.cleanup_ctx.append(peers_and_session)
+    app.router.add_get("/health", health)
+    # Everything else, whatever its method (a POST to /health included: only the GET is the front's).
+    app.router.add_route("*", "/{path:.*}", received)
+    return app
+
+
+async def metrics_site(arguments: argparse.Namespace, proxy: Front) -> web.AppRunner:
+    """``GET /metrics`` on its own port, so the serving port (open to the load balancer) serves none, and
+    ``GET /health`` with what the serving port's leaves out (the prefill pods' addresses, engine ids)."""
+
+    async def metrics(request: web.Request) -> web.Response:
+        return await proxy.metrics(request)
+
+    async def health(request: web.Request) -> web.Response:
+        return await proxy.health(request, detail=True)
+
+    app = web.Application()
+    app.router.add_get("/metrics", metrics)
+    app.router.add_get("/health", health)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, arguments.host, arguments.metrics_port).start()
+    return runner
+
+
+def seconds(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be 1 or more, got {value}")
+    return value
+
+
+def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=package.__doc__.splitlines()[0] if package.__doc__ else None)
+    parser.add_argument("--host", default="0.0.0.0")
+    parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--prefill-service", help="DNS name resolving to every prefill pod")
+    parser.add_argument("--prefill-port", type=int, help="the prefill servers' HTTP port")
+    parser.add_argument("--bootstrap-port", type=int, help="the prefill pods' Mooncake bootstrap port")
+    parser.add_argument("--decode", help="URL of the decode Service")
+    parser.add_argument("--forward", help="the gate: URL of the server Service every request goes to")
+    parser.add_argument("--forward-health", default="/health", help="the server's health path (with --forward)")
+    parser.add_argument("--refresh-seconds", type=float, default=2.0)
+    parser.add_argument(
+        "--probe-misses",
+        type=positive,
+        default=3,
+        help="a backend whose health probes time out this many times in a row is out of rotation; until then it "
+        "serves as it did (a refused connection or a non-200 answer takes it out at once)",
+    )
+    parser.add_argument(
+        "--drain-seconds",
+        type=seconds,
+        default=120,
+        help="after SIGTERM: how long the requests in flight may take to finish (new connections are refused and "
+        "/health fails from the signal on); then the process exits",
+    )
+    parser.add_argument(
+        "--keepalive-seconds", type=float, default=75.0, help="idle client connections are kept this long"
+    )
+    parser.add_argument("--metrics-port", type=int, help="serve GET /metrics (Prometheus text format) on this port")
+    parser.add_argument(
+        "--scale-to-zero",
+        action="append",
+        choices=(*ROLES, SERVER),
+        default=[],
+        metavar="ROLE",
+        help="a role (prefill or decode; server with --forward) that may have no pod: while only such roles are "
+        "missing, /health stays 200 and requests get 503 with Retry-After (repeatable)",
+    )
+    parser.add_argument(
+        "--retry-after-seconds", type=seconds, default=30, help="the Retry-After of requests answered at zero"
+    )
+    arguments = parser.parse_args(argv)
+    split = {"--prefill-service": arguments.prefill_service, "--prefill-port": arguments.prefill_port}
+    split |= {"--bootstrap-port": arguments.bootstrap_port, "--decode": arguments.decode}
+    if arguments.forward is not None:
+        given = [flag for flag, value in split.items() if value is not None]
+        if given:
+            parser.error(f"--forward sends every request to one server: {', '.join(given)} do not apply")
+        if set(arguments.scale_to_zero) - {SERVER}:
+            parser.error("with --forward, --scale-to-zero takes only server")
+        if not arguments.forward_health.startswith("/"):
+            parser.error(f"--forward-health must be a path starting with /, got {arguments.forward_health!r}")
+        arguments.forward = arguments.forward.rstrip("/")
+        return arguments
+    absent = [flag for flag, value in split.items() if value is None]
+    if absent:
+        parser.error(f"the prefill/decode proxy needs {', '.join(absent)} (or --forward URL for the gate)")
+    if SERVER in arguments.scale_to_zero:
+        parser.error("--scale-to-zero server needs --forward")
+    arguments.decode = arguments.decode.rstrip("/")
+    return arguments
+
+
+async def serve(arguments: argparse.Namespace) -> None:
+    """Serves until SIGTERM (or SIGINT), then drains: the listening socket closes at once (new connections
+    are refused, so readiness fails and the pod leaves its Service), idle connections close, /health on
+    a connection still open answers 503 ``draining``, and the requests in flight (streams included) get
+    ``--drain-seconds`` to finish before they are cancelled. The peers are still watched meanwhile: a
+    request in flight may need a prefill again. In a pod, the preStop before SIGTERM has let the load
+    balancer stop sending (components/render/drain.py)."""
+    app = application(arguments)
+    runner = web.AppRunner(
+        app,
+        shutdown_timeout=arguments.drain_seconds,
+        keepalive_timeout=arguments.keepalive_seconds,
+        handler_cancellation=True,  # a client that goes away cancels its decode
+        access_log=None,
+    )
+    await runner.setup()
+    await web.TCPSite(runner, arguments.host, arguments.port).start()
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(signum, stop.set)
+    await stop.wait()
+    front = app[FRONT]
+    front.draining = True
+    LOG.info("draining: %d requests in flight, up to %d s", front.counts.in_flight, arguments.drain_seconds)
+    await runner.cleanup()
+    LOG.info("drained")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    arguments = parse_arguments(argv)
+    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    asyncio.run(serve(arguments))

@@ -1,0 +1,283 @@
+"""What a front knows of its backends, and how it learns it: the gate's one server, the proxy's prefill
+pods (found by DNS) and their engines (read from each pod's bootstrap server), the decode Service;
+probed every ``--refresh-seconds`` and at once after a failed request.
+
+Peers (docs/design.md, decision 16: every process survives its peers' restarts): every
+``--refresh-seconds`` the prefill pods are the addresses the headless Service's name resolves
+to (every pod, ready or not: the Service publishes not-ready addresses), so pods an
+autoscaler adds or removes are found like any other. A pod takes requests while its
+``/health`` answers 200 and its bootstrap server's ``/query`` names its engines. vLLM gives an
+engine a new id at every start, so the ids are read again at every refresh, and at once
+after a prefill or decode fails. A peer whose probes time out serves as it did until
+``--probe-misses`` in a row (``Silence``)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import itertools
+import logging
+import socket
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+LOG = logging.getLogger("mooncake-proxy")
+PROBE_TIMEOUT = aiohttp.ClientTimeout(total=2)
+RESOLVE_TIMEOUT_SECONDS = 10.0
+CONCURRENT_PROBES = 64
+ROLES = ("prefill", "decode")
+SERVER = "server"
+"""The one backend of the gate (--forward)."""
+
+
+@dataclass(frozen=True)
+class Engine:
+    """One prefill engine: a data-parallel rank of a prefill pod, under its current id."""
+
+    host: str
+    """The pod's address as it goes into a URL (an IPv6 address in brackets)."""
+    rank: int
+    engine_id: str
+
+
+def url_host(address: str) -> str:
+    return f"[{address}]" if ":" in address else address
+
+
+def engines_of(host: str, query: Any) -> list[Engine]:
+    """The engines named by a bootstrap server's ``/query`` answer, which maps each
+    data-parallel rank to ``{"engine_id": ..., "worker_addr": {tp: {pp: address}}}``."""
+    if not isinstance(query, dict):
+        return []
+    engines = []
+    for rank, entry in query.items():
+        engine_id = entry.get("engine_id") if isinstance(entry, dict) else None
+        if str(rank).isdigit() and isinstance(engine_id, str) and engine_id:
+            engines.append(Engine(host, int(rank), engine_id))
+    return sorted(engines, key=lambda engine: engine.rank)
+
+
+class Silence:
+    """Peers whose probes time out, and for how many probes in a row. A probe that times out is a busy
+    peer (a saturated server answers /health late) as often as a gone one, so a peer stays as it was
+    until ``limit`` probes in a row timed out; one answer (200 or not) ends its silence. A refused
+    connection or a non-200 answer takes effect at once: the peer said it does not serve."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.count: dict[str, int] = {}
+
+    def heard(self, peer: str) -> None:
+        self.count.pop(peer, None)
+
+    def kept(self, peer: str) -> bool:
+        """One more probe of ``peer`` timed out: whether it stays as it was."""
+        self.count[peer] = self.count.get(peer, 0) + 1
+        return self.count[peer] < self.limit
+
+
+class Watch:
+    """What a front knows of its backends, read again every ``--refresh-seconds`` (at once when
+    woken: a failed request wakes it)."""
+
+    def __init__(self, arguments: argparse.Namespace, session: aiohttp.ClientSession) -> None:
+        self.arguments = arguments
+        self.session = session
+        self.known = False
+        """Whether a refresh has completed: before it, no backend is known to be missing."""
+        self.wake = asyncio.Event()
+        self.silence = Silence(arguments.probe_misses)
+
+    def heard(self, peer: str, up: bool | None, was: bool) -> bool:
+        """Whether ``peer`` is up after a probe that answered ``up`` (None: timed out), having been ``was``."""
+        if up is None:
+            return was and self.silence.kept(peer)
+        self.silence.heard(peer)
+        return up
+
+    @property
+    def ready(self) -> bool:
+        return not self.missing()
+
+    def missing(self) -> list[str]:
+        raise NotImplementedError
+
+    def state(self, detail: bool) -> dict[str, Any]:
+        """What /health says of the backends; with ``detail``, what only the metrics port shows."""
+        raise NotImplementedError
+
+    async def refresh(self) -> None:
+        raise NotImplementedError
+
+    async def answers(self, url: str) -> bool | None:
+        """Whether ``url`` answers 200; None when it did not answer within the probe's timeout (a busy
+        server, not a gone one: see ``Silence``)."""
+        try:
+            async with self.session.get(url, timeout=PROBE_TIMEOUT) as response:
+                return response.status == 200
+        except TimeoutError:  # before ClientError: aiohttp's ServerTimeoutError is both
+            return None
+        except (aiohttp.ClientError, ValueError):
+            return False
+
+    async def run(self) -> None:
+        while True:
+            try:
+                await self.refresh()
+            except Exception:  # the loop must outlive anything a peer answers
+                LOG.exception("refreshing the peers failed")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.wake.wait(), self.arguments.refresh_seconds)
+            self.wake.clear()
+
+
+class Server(Watch):
+    """The gate's one backend: the server Service, up while its health path answers 200."""
+
+    def __init__(self, arguments: argparse.Namespace, session: aiohttp.ClientSession) -> None:
+        super().__init__(arguments, session)
+        self.up = False
+
+    def missing(self) -> list[str]:
+        return [] if self.up else [SERVER]
+
+    def state(self, detail: bool) -> dict[str, Any]:
+        return {SERVER: self.up}
+
+    def down(self) -> None:
+        """A forwarded request found no server: missing until a refresh finds it, which starts now."""
+        self.up = False
+        self.wake.set()
+
+    async def refresh(self) -> None:
+        answered = await self.answers(f"{self.arguments.forward}{self.arguments.forward_health}")
+        up = self.heard(SERVER, answered, self.up)
+        if up != self.up:
+            LOG.info("server %s", "serving" if up else "out of rotation")
+        self.up = up
+        self.known = True
+
+
+class Peers(Watch):
+    """What the proxy knows of its peers: the usable prefill engines per pod, and whether
+    the decode Service answers. Only the refresh loop replaces it; a failed request takes
+    a pod out at once and wakes the loop."""
+
+    def __init__(self, arguments: argparse.Namespace, session: aiohttp.ClientSession) -> None:
+        super().__init__(arguments, session)
+        self.engines: dict[str, list[Engine]] = {}
+        self.decode_up = False
+        self.turn = itertools.count()
+        self.probes = asyncio.Semaphore(CONCURRENT_PROBES)
+        self.draining: dict[str, list[Engine]] = {}
+        """Pods whose engines refused a request as a draining vLLM does, and those engines."""
+
+    def prefill_url(self, host: str) -> str:
+        return f"http://{host}:{self.arguments.prefill_port}"
+
+    def bootstrap_url(self, host: str) -> str:
+        return f"http://{host}:{self.arguments.bootstrap_port}"
+
+    def missing(self) -> list[str]:
+        """The roles with no serving pod: prefill without an engine, decode while its Service does not answer."""
+        up = {"prefill": bool(self.engines), "decode": self.decode_up}
+        return [role for role in ROLES if not up[role]]
+
+    def state(self, detail: bool) -> dict[str, Any]:
+        """The prefill engines by pod and id on the metrics port; on the serving port, which the load
+        balancer reaches, only how many serve (no pod address, no engine id)."""
+        if not detail:
+            return {"prefill": sum(map(len, self.engines.values())), "decode": self.decode_up}
+        return {
+            "prefill": {host: {str(e.rank): e.engine_id for e in engines} for host, engines in self.engines.items()},
+            "decode": self.decode_up,
+        }
+
+    async def resolve(self) -> list[str] | None:
+        """Every prefill pod's address (none while the Service has no pod: the name does not resolve);
+        None when the lookup timed out."""
+        loop = asyncio.get_running_loop()
+        lookup = loop.getaddrinfo(self.arguments.prefill_service, None, type=socket.SOCK_STREAM)
+        try:
+            answers = await asyncio.wait_for(lookup, RESOLVE_TIMEOUT_SECONDS)
+        except TimeoutError:
+            return None
+        except OSError:
+            return []
+        return sorted({url_host(str(answer[4][0])) for answer in answers})
+
+    async def probe(self, host: str) -> list[Engine] | None:
+        """The pod's engines under their current ids; none unless it serves and names them; None when
+        it did not answer in time."""
+        async with self.probes:
+            up = await self.answers(f"{self.prefill_url(host)}/health")
+            if not up:
+                return None if up is None else []
+            try:
+                async with self.session.get(f"{self.bootstrap_url(host)}/query", timeout=PROBE_TIMEOUT) as response:
+                    if response.status != 200:
+                        return []
+                    return engines_of(host, await response.json(content_type=None))
+            except TimeoutError:
+                return None
+            except (aiohttp.ClientError, ValueError):
+                return []
+
+    async def refresh(self) -> None:
+        hosts = await self.resolve()
+        if hosts is None:  # the lookup timed out: the pods are those we knew
+            hosts = sorted(self.engines)
+        decode = asyncio.ensure_future(self.answers(f"{self.arguments.decode}/health"))
+        found = await asyncio.gather(*(self.probe(host) for host in hosts))
+        engines = {}
+        for host, listed in zip(hosts, found, strict=True):
+            if listed is not None and host in self.draining:
+                if listed == self.draining[host]:
+                    listed = []  # still the draining engines: their /health answers 200 to the end
+                else:
+                    del self.draining[host]
+            was = self.engines.get(host, [])
+            if self.heard(host, None if listed is None else bool(listed), bool(was)):
+                engines[host] = listed or was
+        decode_up = self.heard("decode", await decode, self.decode_up)
+        if decode_up != self.decode_up:
+            LOG.info("decode %s", "serving" if decode_up else "out of rotation")
+        self.decode_up = decode_up
+        for host in sorted(engines.keys() | self.engines.keys()):
+            if engines.get(host) != self.engines.get(host):
+                ids = [engine.engine_id for engine in engines.get(host, [])]
+                LOG.info("prefill %s: %s", host, f"engines {ids}" if ids else "out of rotation")
+        self.engines = engines
+        self.silence.count = {peer: n for peer, n in self.silence.count.items() if peer in {*hosts, "decode"}}
+        self.draining = {host: engines for host, engines in self.draining.items() if host in hosts}
+        self.known = True
+
+    def pick(self, tried: set[str]) -> Engine | None:
+        """The next engine in turn, of a pod not ``tried`` yet."""
+        candidates = [
+            engine for host, engines in sorted(self.engines.items()) if host not in tried for engine in engines
+        ]
+        if not candidates:
+            return None
+        return candidates[next(self.turn) % len(candidates)]
+
+    def refused(self, host: str) -> None:
+        """The pod's engines refuse new requests (they drain): out of rotation while they run under these ids."""
+        self.draining[host] = self.engines.get(host, [])
+
+    def suspect(self, host: str) -> None:
+        """Out of rotation until a refresh finds it serving again, which starts now."""
+        self.engines.pop(host, None)
+        self.wake.set()
+
+    async def still_current(self, engine: Engine) -> bool:
+        """Whether ``engine`` still runs under its id, asked of its pod now."""
+        engines = await self.probe(engine.host) or []
+        if engines:
+            self.engines[engine.host] = engines
+        else:
+            self.suspect(engine.host)
+        return engine in engines
