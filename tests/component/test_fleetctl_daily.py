@@ -54,7 +54,7 @@ def test_an_interrupt_is_one_line_and_status_130(
     def interrupted(*args: object, **kwargs: object) -> object:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("fleetctl.cli.load_stack", interrupted)
+    monkeypatch.setattr("fleetctl.stackfile.load_stack", interrupted)
     assert main(["validate", "--stack-file", str(copy_stack(tmp_path))]) == cli.INTERRUPTED_STATUS
     assert capsys.readouterr().err == "fleetctl: interrupted\n"
 
@@ -357,6 +357,19 @@ def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[s
         main(["--version"])
     assert exit_info.value.code == 0
     assert capsys.readouterr().out == f"fleetctl {metadata.version('inference-fleet')}\n"
+
+
+@pytest.mark.parametrize("words", [["--help"], ["--version"], ["scale", "--help"]])
+def test_help_and_version_import_neither_the_sdks_nor_the_models(words: list[str]) -> None:
+    """Nothing heavy is imported before a command needs it: `fleetctl --help` answers at once."""
+    program = (
+        "import sys\nfrom fleetctl.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sorted(name for name in sys.modules if name.split('.')[0] in "
+        "('pulumi', 'pulumi_aws', 'pulumi_kubernetes', 'pydantic', 'grpc', 'components'))), file=sys.stderr)"
+    )
+    result = subprocess.run([sys.executable, "-c", program, *words], capture_output=True, text=True, check=True)
+    assert result.stdout  # the help or the version was printed
+    assert result.stderr.split() == []
 
 
 def _parsers() -> list[tuple[str, argparse.ArgumentParser]]:
