@@ -172,7 +172,7 @@ def test_diff_takes_output_and_still_its_old_format_spelling(capsys: pytest.Capt
     with pytest.raises(SystemExit):
         main(["diff", "--help"])
     help_text = capsys.readouterr().out
-    assert "--output {json,markdown,text}" in help_text
+    assert "--output {json,markdown,table,text}" in help_text
     assert "--format" not in help_text
 
 
@@ -427,7 +427,7 @@ def test_the_bash_completion_script_is_valid_bash_and_completes_commands_options
         "fleetctl autoscaling set chat --role ": "prefill decode",
         "fleetctl verify --triton-i": "--triton-input",
         "fleetctl diff --out": "--output",
-        "fleetctl diff --output ": "json markdown text",
+        "fleetctl diff --output ": "json markdown table text",
         "fleetctl plan --output j": "json",
         "fleetctl scale --stack ": "staging",
         "fleetctl completion ": "bash",
