@@ -31,6 +31,7 @@ from pulumi.runtime.sync_await import _sync_await
 from ruamel.yaml import YAML
 
 from components.spec.errors import Problem, ProblemsError
+from fleetctl import interrupt
 from fleetctl.mocks import FleetMocks, RecordingMonitor, Registration
 from fleetctl.stackfile import PROJECT_ROOT, StackFile
 
@@ -443,11 +444,15 @@ def _create(out: Path, files: Mapping[str, str]) -> None:
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
     try:
-        umask = os.umask(0)
-        os.umask(umask)
-        staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the plan is an ordinary directory
-        _write_files(staging, files)
-        os.rename(staging, out)
+        with interrupt.cleanup(lambda: shutil.rmtree(staging, ignore_errors=True)):
+            umask = os.umask(0)
+            os.umask(umask)
+            staging.chmod(0o777 & ~umask)  # mkdtemp makes it private; the plan is an ordinary directory
+            _write_files(staging, files)
+            with interrupt.held():
+                interrupt.checkpoint()
+                os.rename(staging, out)
+                interrupt.finish()
     except BaseException:
         shutil.rmtree(staging, ignore_errors=True)
         raise
@@ -459,14 +464,18 @@ def _swap_into(out: Path, files: Mapping[str, str]) -> None:
         shutil.rmtree(leftover, ignore_errors=True)
     staging = Path(tempfile.mkdtemp(prefix=_STAGING_PREFIX, dir=out))
     try:
-        new, old = staging / "new", staging / "old"
-        new.mkdir()
-        old.mkdir()
-        _write_files(new, files)
-        for name in ("plan.json", "manifests", PLAN_MARKER):  # the marker last
-            if (out / name).exists() or (out / name).is_symlink():
-                os.replace(out / name, old / name)
-            os.replace(new / name, out / name)
+        with interrupt.cleanup(lambda: shutil.rmtree(staging, ignore_errors=True)):
+            new, old = staging / "new", staging / "old"
+            new.mkdir()
+            old.mkdir()
+            _write_files(new, files)
+            with interrupt.held():  # the old plan or the new one, never a mix of the two
+                interrupt.checkpoint()
+                for name in ("plan.json", "manifests", PLAN_MARKER):  # the marker last
+                    if (out / name).exists() or (out / name).is_symlink():
+                        os.replace(out / name, old / name)
+                    os.replace(new / name, out / name)
+                interrupt.finish()
     finally:
         shutil.rmtree(staging, ignore_errors=True)
 

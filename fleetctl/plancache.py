@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from fleetctl import interrupt
+
 FORMAT: Final = 1
 """Bumped whenever what a key covers changes: older entries are then never found."""
 MAX_ENTRIES: Final = 16
@@ -211,15 +213,16 @@ def store(inputs: Inputs, plan_json: str) -> None:
     except OSError:
         return
     try:
-        digest = hashlib.sha256()
-        with (staging / "plan.json").open("wb") as stream:  # by pieces: no second copy of a large plan
-            for start in range(0, len(plan_json), _PIECE):
-                piece = plan_json[start : start + _PIECE].encode("utf-8")
-                digest.update(piece)
-                stream.write(piece)
-        record = {"key": inputs.key, "inputs": inputs.describe(), "plan_sha256": digest.hexdigest()}
-        (staging / "inputs.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
-        os.rename(staging, directory / inputs.key)
+        with interrupt.cleanup(lambda: shutil.rmtree(staging, ignore_errors=True)):
+            digest = hashlib.sha256()
+            with (staging / "plan.json").open("wb") as stream:  # by pieces: no second copy of a large plan
+                for start in range(0, len(plan_json), _PIECE):
+                    piece = plan_json[start : start + _PIECE].encode("utf-8")
+                    digest.update(piece)
+                    stream.write(piece)
+            record = {"key": inputs.key, "inputs": inputs.describe(), "plan_sha256": digest.hexdigest()}
+            (staging / "inputs.json").write_text(json.dumps(record, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+            os.rename(staging, directory / inputs.key)
     except OSError:
         pass  # another run kept the same plan first, or the disk refused: nothing is half-written
     finally:

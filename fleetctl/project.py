@@ -100,6 +100,17 @@ def working_directory() -> Path:
     return Path(here)
 
 
+def relative_to_here(path: Path) -> Path:
+    """``path`` relative to the working directory when it lies below it, as people type it (so the
+    lines of a command, errors included, name the file one way), else ``path``; links not resolved."""
+    for here in (working_directory(), Path.cwd()):
+        try:
+            return path.relative_to(here)
+        except ValueError:
+            continue
+    return path
+
+
 def find_project(start: Path | None = None) -> Project:
     """The nearest project file in ``start`` (default: the working directory) or above it."""
     directory = Path(os.path.abspath(start if start is not None else working_directory()))

@@ -18,7 +18,7 @@ from ruamel.yaml.events import AliasEvent, MappingEndEvent, MappingStartEvent, S
 
 from components.aws_config import aws_settings
 from components.spec import NAMESPACE, StackSpec
-from components.spec.errors import Problem, ProblemsError, SpecError, dotted
+from components.spec.errors import Problem, ProblemsError, SpecError, did_you_mean, dotted
 from components.spec.secrets import SECRETS_KEY, plaintext_paths, redacted, set_command, stand_ins
 from components.validation import validate_stack
 from fleetctl.namespaces import foreign_key_problems, missing_keys_problem
@@ -102,12 +102,18 @@ def parse_stack_bytes(path: Path, data: bytes) -> StackFile:
     except MarkedYAMLError as error:
         mark = error.problem_mark
         line, column = (mark.line + 1, mark.column + 1) if mark is not None else (None, None)
-        problem = Problem(where, f"is not valid YAML: {error.problem}", file=where, line=line, column=column)
+        message = f"is not valid YAML: {error.problem}{_yaml_fix(error.problem or '')}"
+        problem = Problem(where, message, file=where, line=line, column=column)
         raise StackFileError([problem]) from None
     except (YAMLError, RecursionError, ValueError) as error:
         reason = " ".join(str(error).split()) or type(error).__name__  # one line, as every problem is
         raise StackFileError([Problem(where, f"is not valid YAML: {reason}")]) from None
-    return _from_document(path, document)
+    return _from_document(path, document, data)
+
+
+def _yaml_fix(problem: str) -> str:
+    """The fix of a parser's complaint the parser does not name: YAML forbids tabs in indentation."""
+    return "; indent with spaces, not tabs" if "'\\t'" in problem else ""
 
 
 class _RefusedYamlError(MarkedYAMLError):
@@ -140,7 +146,7 @@ def _refuse_hostile_yaml(text: str) -> None:
             depth -= 1
 
 
-def _from_document(path: Path, document: Any) -> StackFile:
+def _from_document(path: Path, document: Any, data: bytes) -> StackFile:
     where = str(path)
     if document is None:
         raise StackFileError([Problem(where, "is empty: a stack file needs a config: mapping")])
@@ -149,7 +155,9 @@ def _from_document(path: Path, document: Any) -> StackFile:
     config = document.get("config")
     if not isinstance(config, Mapping):
         got = "nothing" if config is None else type(config).__name__
-        raise StackFileError([Problem(where, f"needs a config: mapping of {NAMESPACE}:<key> entries, got {got}")])
+        misspelt = [str(key) for key in document if key != "config" and did_you_mean(str(key), ["config"])]
+        hint = f"; {misspelt[0]!r} is not a key of a stack file: did you mean 'config'?" if misspelt else ""
+        raise StackFileError([Problem(where, f"needs a config: mapping of {NAMESPACE}:<key> entries, got {got}{hint}")])
     project: dict[str, Any] = {}
     engine: dict[str, str] = {}
     secret_keys: list[str] = []
@@ -190,7 +198,7 @@ def _from_document(path: Path, document: Any) -> StackFile:
     if missing is not None:
         problems.append(missing)
     if problems:
-        raise StackFileError(problems)
+        raise StackFileError(locate(problems, path, data))  # each at its line, as validation errors are
     return StackFile(
         path=path,
         stack=stack_name(path),

@@ -420,7 +420,12 @@ def _place_shape(
             Problem(
                 at("node_group"),
                 f"node group {group_name!r} does not exist in {region_name} (groups there: "
-                f"{', '.join(region.node_groups)}); add it there or remove {region_name} from target_regions",
+                f"{', '.join(region.node_groups)}){_suggestion(group_name, region.node_groups)}; add it there or "
+                + (
+                    f"remove {region_name} from target_regions"
+                    if endpoint.target_regions is not None
+                    else "serve the endpoint only where it exists (target_regions)"
+                ),
             )
         )
         return None, problems

@@ -23,8 +23,12 @@ STORE_MODES: tuple[Mode, ...] = ("store", "both")
 
 
 class Topology(SpecModel):
-    prefill: int = Field(1, ge=1, le=1000, description="Prefill instances (the X of XpYd).")
-    decode: int = Field(1, ge=1, le=1000, description="Decode instances (the Y of XpYd).")
+    prefill: int = Field(
+        1, ge=1, le=1000, description="Prefill instances (the X of XpYd); mooncake.topology must name it."
+    )
+    decode: int = Field(
+        1, ge=1, le=1000, description="Decode instances (the Y of XpYd); mooncake.topology must name it."
+    )
 
 
 class Transfer(SpecModel):
@@ -139,6 +143,15 @@ class Mooncake(SpecModel):
                 at="topology",
                 mode=mode,
             )
+        if self.split and self.topology is not None:
+            # XpYd names both: a count left out is a mistake, not a default of 1 (docs/mooncake.md).
+            for count in Topology.model_fields:
+                if count not in self.topology.model_fields_set:
+                    yield fail(
+                        "topology_count_required",
+                        "is required: a split topology names both counts, as in {{prefill: 1, decode: 1}}",
+                        at=f"topology.{count}",
+                    )
         if not self.split and self.topology is not None:
             yield fail("topology_unused", "is not used by mode 'store'; remove it", at="topology")
         if not self.split and (self.roles.prefill is not None or self.roles.decode is not None):

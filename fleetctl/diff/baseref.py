@@ -13,6 +13,7 @@ cannot be built.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -27,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from components.spec.errors import Problem, ProblemsError
-from fleetctl import plancache
+from fleetctl import interrupt, plancache
 from fleetctl.plancache import cache_dir
 from fleetctl.project import find_project
 from fleetctl.stackfile import PROJECT_ROOT
@@ -47,15 +48,34 @@ def _refuse(label: str, message: str) -> BaseRefError:
     return BaseRefError([Problem(label, message)])
 
 
+def _run(command: Sequence[str], *, timeout: float, **options: Any) -> subprocess.CompletedProcess[Any]:
+    """``subprocess.run(..., capture_output=True)``, the child stopped if Ctrl-C ends fleetctl meanwhile
+    (fleetctl/interrupt.py ends the process without unwinding, so no ``with`` would stop it)."""
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, **options)
+    with process, interrupt.cleanup(process.kill):
+        try:
+            stdout, stderr = process.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.communicate()
+            raise
+    return subprocess.CompletedProcess(command, process.returncode, stdout, stderr)
+
+
+def _removed_on_interrupt(directory: str | Path) -> contextlib.AbstractContextManager[None]:
+    return interrupt.cleanup(lambda: shutil.rmtree(directory, ignore_errors=True))
+
+
 def git(arguments: Sequence[str], cwd: Path) -> bytes:
     try:
-        result = subprocess.run(["git", *arguments], cwd=cwd, capture_output=True, check=False, timeout=120)
+        result = _run(["git", *arguments], cwd=cwd, timeout=120)
     except (OSError, subprocess.TimeoutExpired) as error:
         raise _refuse("", f"cannot run git: {error}") from None
     if result.returncode != 0:
         message = result.stderr.decode("utf-8", "replace").strip().splitlines()
         raise _refuse("", f"git {' '.join(arguments)}: {message[-1] if message else 'failed'}")
-    return result.stdout
+    output: bytes = result.stdout
+    return output
 
 
 def export_commit(top: Path, commit: str, into: Path) -> None:
@@ -107,7 +127,8 @@ def _build_venv(root: Path, venv: Path, label: str) -> None:
     try:
         for command in ([sys.executable, "-m", "venv", str(staging)], [str(staging / "bin" / "python"), *install]):
             try:
-                result = subprocess.run(command, capture_output=True, text=True, timeout=BUILD_TIMEOUT_SECONDS)
+                with _removed_on_interrupt(staging):
+                    result = _run(command, text=True, timeout=BUILD_TIMEOUT_SECONDS)
             except (OSError, subprocess.TimeoutExpired) as error:
                 raise _refuse(label, f"cannot build its virtualenv: {error}") from None
             if result.returncode != 0:
@@ -145,13 +166,11 @@ def plan_with_own_program(root: Path, stack_file: Path, label: str) -> dict[str,
     environment = dict(os.environ)
     environment["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), environment.get("PYTHONPATH")]))
     environment.pop("PYTHONSAFEPATH", None)
-    with tempfile.TemporaryDirectory(prefix="fleetctl-base-plan-") as directory:
+    with tempfile.TemporaryDirectory(prefix="fleetctl-base-plan-") as directory, _removed_on_interrupt(directory):
         out = Path(directory) / "plan"
         command = [python, "-m", "fleetctl", "plan", "--stack-file", str(stack_file), "--out", str(out)]
         try:
-            result = subprocess.run(
-                command, cwd=root, env=environment, capture_output=True, text=True, timeout=PLAN_TIMEOUT_SECONDS
-            )
+            result = _run(command, cwd=root, env=environment, text=True, timeout=PLAN_TIMEOUT_SECONDS)
         except (OSError, subprocess.TimeoutExpired) as error:
             raise _refuse(label, f"cannot run the commit's fleetctl plan: {error}") from None
         if result.returncode != 0:
@@ -176,7 +195,7 @@ def plan_at(ref: str, stack_path: Path, stack_name: str | None = None) -> tuple[
     label = f"{ref}:{relative.as_posix()}"
     git(["show", label], top)  # the file is there at the commit, or git says why not
     commit = git(["rev-parse", "--verify", "--quiet", f"{ref}^{{commit}}"], top).decode().strip()
-    with tempfile.TemporaryDirectory(prefix="fleetctl-base-") as directory:
+    with tempfile.TemporaryDirectory(prefix="fleetctl-base-") as directory, _removed_on_interrupt(directory):
         tree = Path(directory) / "tree"
         export_commit(top, commit, tree)
         old_stack = tree / relative

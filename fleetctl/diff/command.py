@@ -131,6 +131,8 @@ def load_side_at(ref: str, text: str, stack_name: str | None = None) -> Side:
     """The stack file at ``text`` as it was at git commit ``ref``, planned by that commit's own
     program (fleetctl/diff/baseref.py)."""
     path = Path(text).resolve()
+    if not path.exists():
+        raise InputError([Problem(text, "no such file: --base-ref needs HEAD to be a stack file in a git work tree")])
     if not path.is_file():
         raise InputError([Problem(text, "--base-ref needs HEAD to be a stack file in a git work tree")])
     try:
@@ -155,12 +157,14 @@ class _Parser(argparse.ArgumentParser):
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="fleetctl diff",
-        usage="%(prog)s [--output {text,markdown,json}] [--stack-name NAME] (BASE HEAD | --base-ref GIT_REF HEAD)",
+        usage="%(prog)s [--output {text,table,markdown,json}] [--stack-name NAME] "
+        "(BASE HEAD | --base-ref GIT_REF HEAD)",
         description="Compare two offline plans: per region, what a stack edit creates, updates, replaces, deletes.",
         epilog="BASE and HEAD are plan directories (fleetctl plan --out) or stack files, planned on the fly. "
         "Exit status: 0 no change, 2 changes, 1 error (or a change AWS refuses: a Kubernetes minor jump).",
     )
-    parser.add_argument("sides", nargs="+", metavar="SIDE", help="BASE HEAD, or HEAD alone with --base-ref")
+    # "*", not "+": with "+" argparse reports a missing SIDE before an option it does not know (--bogus).
+    parser.add_argument("sides", nargs="*", metavar="SIDE", help="BASE HEAD, or HEAD alone with --base-ref")
     parser.add_argument(
         "--base-ref",
         metavar="GIT_REF",
@@ -168,9 +172,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument(
         "--output",
-        choices=sorted(RENDERERS),
+        choices=sorted({*RENDERERS, "table"}),
         default="text",
-        help="text for people (default), markdown for a pull request comment, json for scripts",
+        help="text (or table, as every other command calls it) for people (default), markdown for a pull "
+        "request comment, json for scripts",
     )
     # The option's first spelling: kept working for the scripts that use it, not shown in --help.
     parser.add_argument(
@@ -211,7 +216,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(problem, file=sys.stderr)
         return 1
     result = diff_plans(base.plan, head.plan)
-    sys.stdout.write(RENDERERS[arguments.output](result, base.label, head.label))
+    output = "text" if arguments.output == "table" else arguments.output
+    sys.stdout.write(RENDERERS[output](result, base.label, head.label))
     if result.refusals:
         for refusal in result.refusals:
             print(f"error: {refusal}", file=sys.stderr)

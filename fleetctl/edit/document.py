@@ -28,6 +28,7 @@ from ruamel.yaml.error import YAMLError
 
 from components.spec.errors import Problem, dotted
 from components.validation import validate_stack
+from fleetctl import interrupt
 from fleetctl.stackfile import StackFileError, parse_stack_bytes, read_stack_file, stack_name
 
 Operation = Callable[[CommentedMap], Sequence[str]]
@@ -166,31 +167,69 @@ class StackDocument:
         write_atomically(self.path, data, expected=self.original)
 
 
-def write_atomically(path: Path, data: bytes, *, expected: bytes) -> None:
-    """Temp file beside the target, fsync, same mode, then one rename: the old file or the new,
-    never half of either, and no temp file left behind. Refused if the file no longer holds
-    ``expected``."""
-    target = path.resolve()  # a symlinked stack file stays a symlink
-    temporary = None
+def refuse_read_only(path: Path) -> None:
+    """Refuse a stack file the user may not write, as an editor or the shell would: no write
+    permission for this user, or no write bit at all (``chmod 444``: the owner's "do not change",
+    honoured for root too, whom the permission check alone would let through)."""
     try:
-        mode = stat.S_IMODE(target.stat().st_mode)
-        descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-        with os.fdopen(descriptor, "wb") as handle:
-            handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temporary, mode)
-        if target.read_bytes() != expected:
-            raise StackFileError(
-                [
-                    Problem(
-                        str(path),
-                        "changed on disk while this edit was being made (another edit or an editor); "
-                        "nothing was written: re-run the command",
+        mode = stat.S_IMODE(path.resolve().stat().st_mode)
+    except OSError:
+        return  # the write says why
+    if mode & 0o222 == 0 or not os.access(path, os.W_OK):
+        raise StackFileError(
+            [
+                Problem(
+                    str(path),
+                    f"is read-only (mode {mode:04o}); nothing was written: make it writable "
+                    f"(chmod u+w {path}) to edit it, or use --dry-run",
+                )
+            ]
+        )
+
+
+def write_atomically(path: Path, data: bytes, *, expected: bytes) -> None:
+    """Temp file beside the target, fsync, the file's own mode, owner and group, then one rename: the
+    old file or the new, never half of either, and no temp file left behind. Refused if the file is
+    read-only (:func:`refuse_read_only`) or no longer holds ``expected``. Where the temp file cannot
+    get the file's owner and group (a user editing a file of another owner or group it may write),
+    the file is rewritten in place instead, as editors do, keeping its identity."""
+    refuse_read_only(path)
+    target = path.resolve()  # a symlinked stack file stays a symlink
+    temporary: str | None = None
+
+    def remove_temporary() -> None:
+        if temporary is not None:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(temporary)
+
+    try:
+        with interrupt.cleanup(remove_temporary):  # Ctrl-C while it is written: no temp file left
+            status = target.stat()
+            descriptor, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+            with os.fdopen(descriptor, "wb") as handle:
+                handle.write(data)
+                handle.flush()
+                os.fsync(handle.fileno())
+            if not _same_owner(temporary, status):
+                os.unlink(temporary)
+                temporary = None
+                _write_in_place(path, target, data, expected)
+                return
+            os.chmod(temporary, stat.S_IMODE(status.st_mode))
+            with interrupt.held():
+                interrupt.checkpoint()  # Ctrl-C came: the file stays as it was
+                if target.read_bytes() != expected:
+                    raise StackFileError(
+                        [
+                            Problem(
+                                str(path),
+                                "changed on disk while this edit was being made (another edit or an editor); "
+                                "nothing was written: re-run the command",
+                            )
+                        ]
                     )
-                ]
-            )
-        os.replace(temporary, target)
+                os.replace(temporary, target)
+                interrupt.finish()  # written: the command ends saying so
     except BaseException as error:
         if temporary is not None:
             with contextlib.suppress(FileNotFoundError):
@@ -201,6 +240,40 @@ def write_atomically(path: Path, data: bytes, *, expected: bytes) -> None:
             ) from None
         raise
     _sync_directory(target.parent)
+
+
+def _same_owner(temporary: str, status: os.stat_result) -> bool:
+    """Give the temp file the stack file's owner and group; False where this user may not."""
+    current = os.stat(temporary)
+    if (current.st_uid, current.st_gid) == (status.st_uid, status.st_gid):
+        return True
+    try:
+        os.chown(temporary, status.st_uid, status.st_gid)
+    except PermissionError:
+        return False
+    return True
+
+
+def _write_in_place(path: Path, target: Path, data: bytes, expected: bytes) -> None:
+    """Rewrite the file's own bytes (its inode, so its owner, group and mode stay), under Ctrl-C held."""
+    with interrupt.held(), target.open("r+b") as handle:
+        interrupt.checkpoint()
+        if handle.read() != expected:
+            raise StackFileError(
+                [
+                    Problem(
+                        str(path),
+                        "changed on disk while this edit was being made (another edit or an editor); "
+                        "nothing was written: re-run the command",
+                    )
+                ]
+            )
+        handle.seek(0)
+        handle.write(data)
+        handle.truncate()
+        handle.flush()
+        os.fsync(handle.fileno())
+        interrupt.finish()
 
 
 def _sync_directory(directory: Path) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 from ruamel.yaml.comments import CommentedMap
 
-from components.spec.errors import dotted
+from components.spec.errors import did_you_mean, dotted
 from components.spec.front import ACCELERATOR, KEY, FrontEndpoint, FrontRegion, GlobalFront
 from fleetctl.edit.operations import EditError, _refuse, _section, declared_regions
 from fleetctl.edit.tree import flow_map, remove_entry, set_entry
@@ -42,7 +42,11 @@ def _front(config: CommentedMap, region: str) -> CommentedMap:
     """The enabled global block of a stack that has ``region``."""
     regions = declared_regions(config)
     if region not in regions:
-        raise _refuse([KEY, "regions", region], f"is not a region of this stack (regions: {', '.join(regions)})")
+        hint = did_you_mean(region, regions)
+        raise _refuse(
+            [KEY, "regions", region],
+            f"is not a region of this stack (regions: {', '.join(regions)}){f'; {hint}' if hint else ''}",
+        )
     front = _section(config, KEY)
     if front is None or front.get("enabled") is not True:
         raise _refuse(

@@ -16,7 +16,7 @@ from ruamel.yaml.comments import CommentedMap, CommentedSeq
 from ruamel.yaml.scalarstring import DoubleQuotedScalarString, ScalarString
 
 from components.spec import NAMESPACE, Canary, Endpoint, Mooncake
-from components.spec.errors import Problem, ProblemsError, dotted
+from components.spec.errors import Problem, ProblemsError, did_you_mean, dotted
 from components.spec.mooncake import SPLIT_MODES, STORE_MODES, Store, Topology
 from components.spec.sizes import canonical_byte_size
 from fleetctl.edit.tree import append_item, flow_map, flow_seq, remove_entry, remove_item, set_entry
@@ -518,7 +518,7 @@ def _check_declared(config: CommentedMap, path: Sequence[str | int], region: str
         raise _refuse(
             path,
             f"{region!r} is not a region of this stack (regions: {', '.join(declared) or 'none'}); "
-            f"declare it under {NAMESPACE}:regions first",
+            + (did_you_mean(region, declared) or f"declare it under {NAMESPACE}:regions first"),
         )
 
 

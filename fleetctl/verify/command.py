@@ -69,30 +69,47 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument(
         "--auth-env", metavar="VAR", help="send 'Authorization: Bearer $VAR' (the value never in config)"
     )
-    parser.add_argument("--timeout", type=_seconds, default=30.0, help="seconds per request (default 30)")
-    parser.add_argument("--deadline", type=_seconds, default=600.0, help="seconds for the whole run (default 600)")
     parser.add_argument(
-        "--triton-model", default="identity", help="Triton model to infer on, an identity model (default identity)"
+        "--timeout", metavar="SECONDS", type=_seconds, default=30.0, help="seconds per request (default 30)"
     )
     parser.add_argument(
-        "--triton-input", default="INPUT0", help="the Triton model's input tensor to send (default INPUT0)"
+        "--deadline", metavar="SECONDS", type=_seconds, default=600.0, help="seconds for the whole run (default 600)"
+    )
+    parser.add_argument(
+        "--triton-model",
+        metavar="MODEL",
+        default="identity",
+        help="Triton model to infer on, an identity model (default identity)",
+    )
+    parser.add_argument(
+        "--triton-input",
+        metavar="TENSOR",
+        default="INPUT0",
+        help="the Triton model's input tensor to send (default INPUT0)",
     )
     parser.add_argument(
         "--triton-output",
+        metavar="TENSOR",
         default="OUTPUT0",
         help="the Triton model's output tensor that must echo the input (default OUTPUT0)",
     )
     parser.add_argument(
-        "--canary-requests", type=_positive, default=200, help="requests sent to measure a canary's share (default 200)"
+        "--canary-requests",
+        metavar="N",
+        type=_positive,
+        default=200,
+        help="requests sent to measure a canary's share (default 200)",
     )
     parser.add_argument(
         "--log-wait",
+        metavar="SECONDS",
         type=_seconds,
         default=30.0,
         help="seconds to wait for the pods to count or log what requests did (default 30)",
     )
     parser.add_argument(
         "--wake-wait",
+        metavar="SECONDS",
         type=_wait_seconds,
         default=900.0,
         help="seconds to wait for an endpoint scaled to zero to wake, asking again after each Retry-After "

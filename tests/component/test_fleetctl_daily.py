@@ -54,7 +54,7 @@ def test_an_interrupt_is_one_line_and_status_130(
     def interrupted(*args: object, **kwargs: object) -> object:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("fleetctl.cli.load_stack", interrupted)
+    monkeypatch.setattr("fleetctl.stackfile.load_stack", interrupted)
     assert main(["validate", "--stack-file", str(copy_stack(tmp_path))]) == cli.INTERRUPTED_STATUS
     assert capsys.readouterr().err == "fleetctl: interrupted\n"
 
@@ -172,7 +172,7 @@ def test_diff_takes_output_and_still_its_old_format_spelling(capsys: pytest.Capt
     with pytest.raises(SystemExit):
         main(["diff", "--help"])
     help_text = capsys.readouterr().out
-    assert "--output {json,markdown,text}" in help_text
+    assert "--output {json,markdown,table,text}" in help_text
     assert "--format" not in help_text
 
 
@@ -359,6 +359,19 @@ def test_version_comes_from_the_package_metadata(capsys: pytest.CaptureFixture[s
     assert capsys.readouterr().out == f"fleetctl {metadata.version('inference-fleet')}\n"
 
 
+@pytest.mark.parametrize("words", [["--help"], ["--version"], ["scale", "--help"]])
+def test_help_and_version_import_neither_the_sdks_nor_the_models(words: list[str]) -> None:
+    """Nothing heavy is imported before a command needs it: `fleetctl --help` answers at once."""
+    program = (
+        "import sys\nfrom fleetctl.cli import main\ntry:\n    main(sys.argv[1:])\nexcept SystemExit:\n    pass\n"
+        "print(' '.join(sorted(name for name in sys.modules if name.split('.')[0] in "
+        "('pulumi', 'pulumi_aws', 'pulumi_kubernetes', 'pydantic', 'grpc', 'components'))), file=sys.stderr)"
+    )
+    result = subprocess.run([sys.executable, "-c", program, *words], capture_output=True, text=True, check=True)
+    assert result.stdout  # the help or the version was printed
+    assert result.stderr.split() == []
+
+
 def _parsers() -> list[tuple[str, argparse.ArgumentParser]]:
     from fleetctl.cli import _parser
     from fleetctl.diff.command import _parser as diff_parser
@@ -414,7 +427,7 @@ def test_the_bash_completion_script_is_valid_bash_and_completes_commands_options
         "fleetctl autoscaling set chat --role ": "prefill decode",
         "fleetctl verify --triton-i": "--triton-input",
         "fleetctl diff --out": "--output",
-        "fleetctl diff --output ": "json markdown text",
+        "fleetctl diff --output ": "json markdown table text",
         "fleetctl plan --output j": "json",
         "fleetctl scale --stack ": "staging",
         "fleetctl completion ": "bash",

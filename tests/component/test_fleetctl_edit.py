@@ -736,11 +736,13 @@ def test_table_output_shows_each_change_before_and_after(tmp_path: Path, capsys:
     assert lines[2].split() == ["endpoints.summarize.canary.weight", "10", "25"]
 
 
-def test_an_edit_needs_a_stack_named_explicitly(capsys: pytest.CaptureFixture[str]) -> None:
-    with pytest.raises(SystemExit) as exit_info:
-        main(["scale", "assistant", "2"])
-    assert exit_info.value.code == 2
-    assert "--stack" in capsys.readouterr().err
+def test_an_edit_without_a_stack_outside_a_project_refuses_and_says_how_to_choose(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("PWD", str(tmp_path))
+    assert main(["scale", "assistant", "2"]) == 1
+    assert "--stack-file PATH" in capsys.readouterr().err
 
 
 # Writing: atomic, mode kept, refused on a concurrent change.
@@ -751,6 +753,45 @@ def test_the_file_mode_is_kept(tmp_path: Path) -> None:
     path.chmod(0o640)
     assert fleetctl(["scale", "assistant", "2"], path) == 0
     assert stat.S_IMODE(path.stat().st_mode) == 0o640
+
+
+@pytest.mark.parametrize("mode", [0o444, 0o400], ids=["0444", "0400"])
+def test_a_read_only_stack_file_is_refused_and_left_as_it_was(
+    tmp_path: Path, mode: int, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """As an editor or the shell would (root included: a file without any write bit is not overwritten)."""
+    path = copy_stack(tmp_path, "dev")
+    before = path.read_bytes()
+    path.chmod(mode)
+    assert fleetctl(["scale", "assistant", "2"], path) == 1
+    err = capsys.readouterr().err
+    assert f"is read-only (mode {mode:04o}); nothing was written" in err
+    assert path.read_bytes() == before
+    assert stat.S_IMODE(path.stat().st_mode) == mode
+    assert sorted(tmp_path.iterdir()) == [path]
+    assert fleetctl(["scale", "assistant", "2", "--dry-run"], path) == 0  # reading it is fine
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="giving a file another owner needs root")
+def test_the_owner_and_group_are_kept(tmp_path: Path) -> None:
+    path = copy_stack(tmp_path, "dev")
+    os.chown(path, 4321, 8765)
+    assert fleetctl(["scale", "assistant", "2"], path) == 0
+    assert (path.stat().st_uid, path.stat().st_gid) == (4321, 8765)
+    assert "replicas: 2" in path.read_text()
+
+
+def test_a_file_whose_owner_cannot_be_given_is_rewritten_in_place(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A user who may write a file of another owner or group: the file's own inode is rewritten."""
+    path = copy_stack(tmp_path, "dev")
+    inode = path.stat().st_ino
+    monkeypatch.setattr("fleetctl.edit.document._same_owner", lambda temporary, status: False)
+    assert fleetctl(["scale", "assistant", "2"], path) == 0
+    assert path.stat().st_ino == inode
+    assert "replicas: 2" in path.read_text()
+    assert sorted(tmp_path.iterdir()) == [path]
 
 
 def test_a_symlinked_stack_file_stays_a_symlink(tmp_path: Path) -> None:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -17,6 +16,7 @@ import pytest
 import fleetctl.diff.command
 from fleetctl import plancache
 from fleetctl.cli import main
+from fleetctl.diff import baseref
 from fleetctl.plan import run_program
 from fleetctl.stackfile import PROJECT_ROOT, read_stack_file, stack_path
 from tests.component.programs import git, project_copy
@@ -228,13 +228,13 @@ def test_base_ref_reads_back_a_base_planned_before(
     stack = repository / "stacks" / "Pulumi.dev.yaml"
     stack.write_text(stack.read_text().replace("max_size: 4", "max_size: 5", 1))
     runs: list[list[str]] = []
-    real_run = subprocess.run
+    real_run = baseref._run
 
     def recording(command: list[str], *args: Any, **kwargs: Any) -> Any:
-        runs.append(command)
+        runs.append(list(command))
         return real_run(command, *args, **kwargs)
 
-    monkeypatch.setattr(subprocess, "run", recording)  # the module baseref runs the commit's plan with
+    monkeypatch.setattr(baseref, "_run", recording)  # what baseref runs the commit's plan (and git) with
     outputs = []
     for _ in range(2):
         runs.clear()

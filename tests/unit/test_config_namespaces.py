@@ -16,9 +16,11 @@ def test_a_misspelled_namespace_of_the_endpoints_is_refused_naming_the_key_meant
     misspelled = text.replace("inference-fleet:endpoints:", "inference_fleet:endpoints:").encode()
     with pytest.raises(StackFileError) as refused:
         parse_stack_bytes(Path("Pulumi.dev.yaml"), misspelled)
+    line = text.splitlines().index("  inference-fleet:endpoints:") + 1
     assert [str(problem) for problem in refused.value.problems] == [
-        "error: inference_fleet:endpoints: the namespace 'inference_fleet' is not this project's 'inference-fleet', "
-        "so the program would never read this key; did you mean 'inference-fleet:endpoints'?"
+        f"error: Pulumi.dev.yaml:{line}:3: inference_fleet:endpoints: the namespace 'inference_fleet' is not "
+        "this project's 'inference-fleet', so the program would never read this key; "
+        "did you mean 'inference-fleet:endpoints'?"
     ]
 
 

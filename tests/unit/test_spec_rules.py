@@ -759,6 +759,15 @@ MOONCAKE_REJECTS = [
         )
         for value, received in [(True, "True (a boolean)"), (0, "0 (a number)"), (1001, "1001 (a number)")]
     ),
+    *(
+        case(
+            f"split_topology_without_{missing}",
+            mooncake_block({"topology": {given: 2, missing: DELETE}}),
+            f"endpoints.chat.mooncake.topology.{missing}",
+            "is required: a split topology names both counts",
+        )
+        for given, missing in [("prefill", "decode"), ("decode", "prefill")]
+    ),
     case(
         "topology_prefill_as_a_string",
         mooncake_block({"topology": {"prefill": "2"}}),
