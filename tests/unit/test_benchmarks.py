@@ -11,17 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import profiles
-from benchmarks.run import (
-    ONE_RUN_FROM,
-    ROOT,
-    Case,
-    Run,
-    edit_section,
-    estimated_seconds,
-    goals,
-    per_extra_resource,
-    repeats_for,
-)
+from benchmarks.records import ONE_RUN_FROM, Case, Run
+from benchmarks.report import edit_section, goals, per_extra_resource
+from benchmarks.run import ROOT, estimated_seconds, repeats_for
 
 
 def _run(total: float, resources: int = 100, peak: float = 200.0) -> Run:
