@@ -169,9 +169,11 @@ def proxy_panels(namespace: str, endpoint: str, front: naming.Role = PROXY_ROLE)
 def panel_id(key: str, used: set[int]) -> int:
     """A panel's ``id`` from what it shows (namespace, endpoint, role, title), not from its position: an
     endpoint added or removed leaves every other panel's id, and so its links (``viewPanel=<id>``) and
-    the diff's pairing of panels, as they were. Grafana wants ids positive and distinct, and renumbers
-    a duplicate (apps/dashboard/pkg/migration/frontend_defaults.go ensurePanelsHaveUniqueIds, Grafana
-    13.2.0); ids fit 31 bits, and the rare clash takes the next free number."""
+    the diff's pairing of panels, as they were. Grafana keeps an id that is positive and unique and
+    renumbers a duplicate or a missing one; it orders panels by ``gridPos`` (y, then x), so positions
+    must stay sequential (grafana/grafana apps/dashboard/pkg/migration/frontend_defaults.go,
+    ensurePanelsHaveUniqueIds and sortPanelsByGridPos, read on the main branch, not at the 13.2.0 tag
+    the chart pins). Ids fit 31 bits; the rare clash takes the next free number."""
     number = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") & 0x7FFFFFFF or 1
     while number in used:
         number = number % 0x7FFFFFFF + 1
