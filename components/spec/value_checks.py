@@ -11,6 +11,8 @@
   server downloads itself (weights from ``model_source`` or ``model_path`` may be another model), and
   the KV cache the record states (``total_kv_blocks`` x ``kv_cache_block_size`` tokens: one sequence
   must fit).
+  (Both vLLM places were found in vLLM's source across its releases, not read at the v0.33.0 tag the
+  stacks pin; the messages are vLLM's own.)
 * A canary whose image is the endpoint's own: it runs what the primary runs, so the weight it takes
   compares nothing (a canary has no arguments of its own: the image, and a Mooncake canary set's
   topology, are all that tell the two apart).
