@@ -13,6 +13,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Final
 
+from benchmarks import prod_edit
 from benchmarks.records import (
     BARE_UP_TO,
     EDIT_ENDPOINT,
@@ -126,6 +127,7 @@ def report(
     profile: Mapping[str, Mapping[str, float]] | None = None,
     skipped: Sequence[str] = (),
     time_budget: float | None = None,
+    preview: prod_edit.Preview | None = None,
 ) -> str:
     budget = f" --time-budget {time_budget:.0f}" if time_budget is not None else ""
     single = [case for case in cases if len(case.ours) == 1]
@@ -279,6 +281,7 @@ def report(
         "",
         *per_extra_resource(cases),
         *edit_section(cases),
+        *prod_edit.section(preview),
         *profile_section(profile),
         *goals(cases),
     ]

@@ -43,6 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+from benchmarks import prod_edit
 from benchmarks.records import (
     BARE_UP_TO,
     EDIT_ENDPOINT,
@@ -523,6 +524,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not arguments.quick:
             _log(f"profiles of N={PROFILE_CASE[0]}, R={PROFILE_CASE[1]}")
             profile = measure_profile(*PROFILE_CASE, preload, scratch)
+        preview = None
+        if not arguments.quick:
+            _log("a prod edit's preview, cold and warm")
+            preview = prod_edit.measure(scratch)
         _log("resources per endpoint by mode")
         modes = measure_modes(preload, scratch)
         skipped: list[str] = []
@@ -551,6 +556,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         started=started,
         load=load,
         profile=profile,
+        preview=preview,
         skipped=skipped,
         time_budget=arguments.time_budget,
     )
