@@ -31,7 +31,7 @@ from pulumi.runtime.sync_await import _sync_await
 from ruamel.yaml import YAML
 
 from components.spec.errors import Problem, ProblemsError
-from fleetctl import interrupt
+from fleetctl import interrupt, whole_components
 from fleetctl.mocks import FleetMocks, RecordingMonitor, Registration
 from fleetctl.stackfile import PROJECT_ROOT, StackFile
 
@@ -493,4 +493,5 @@ def summary(plan: Plan, out: Path, files: Mapping[str, str], source: str | None 
         lines.append(f"  {region:<16} {count:>4}  {kind}")
     manifests = sum(1 for path in files if path.startswith("manifests/"))
     lines.append(f"wrote {out / 'plan.json'} and {manifests} manifest(s) under {out / 'manifests'}")
-    return "\n".join(lines)
+    whole = whole_components.plan_note(plan.resources)
+    return "\n".join([*lines, *([whole] if whole else [])])

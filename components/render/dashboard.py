@@ -12,6 +12,7 @@ the same row, for its server."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterable, Mapping
 from typing import Any
@@ -165,15 +166,32 @@ def proxy_panels(namespace: str, endpoint: str, front: naming.Role = PROXY_ROLE)
     ]
 
 
+def panel_id(key: str, used: set[int]) -> int:
+    """A panel's ``id`` from what it shows (namespace, endpoint, role, title), not from its position: an
+    endpoint added or removed leaves every other panel's id, and so its links (``viewPanel=<id>``) and
+    the diff's pairing of panels, as they were. Grafana keeps an id that is positive and unique and
+    renumbers a duplicate or a missing one; it orders panels by ``gridPos`` (y, then x), so positions
+    must stay sequential (grafana/grafana apps/dashboard/pkg/migration/frontend_defaults.go,
+    ensurePanelsHaveUniqueIds and sortPanelsByGridPos, read on the main branch, not at the 13.2.0 tag
+    the chart pins). Ids fit 31 bits; the rare clash takes the next free number."""
+    number = int.from_bytes(hashlib.sha256(key.encode()).digest()[:4], "big") & 0x7FFFFFFF or 1
+    while number in used:
+        number = number % 0x7FFFFFFF + 1
+    used.add(number)
+    return number
+
+
 def dashboard(region: str, rows: Iterable[tuple[str, str, naming.Role, Framework]]) -> dict[str, Any]:
     """Grafana dashboard JSON; ``rows`` are (namespace, series endpoint, role, framework)."""
     panels: list[dict[str, Any]] = []
+    used: set[int] = set()
     y = 0
     for namespace, endpoint, role, framework in rows:
         proxy = role in FRONT_ROLES
         title = f"{endpoint} / {role} ({namespace})" if proxy else f"{endpoint} / {role} ({framework}, {namespace})"
+        row_key = f"{namespace}/{endpoint}/{role}"
         panels.append(
-            {"type": "row", "title": title, "collapsed": False,
+            {"type": "row", "title": title, "collapsed": False, "id": panel_id(row_key, used),
              "gridPos": {"h": 1, "w": 24, "x": 0, "y": y}, "panels": []}
         )  # fmt: skip
         y += 1
@@ -183,11 +201,10 @@ def dashboard(region: str, rows: Iterable[tuple[str, str, naming.Role, Framework
             row_panels = role_panels(namespace, endpoint, role, framework)
         for index, panel in enumerate(row_panels):
             x = (index % 3) * _WIDTH
+            panel["id"] = panel_id(f"{row_key}/{panel['title']}", used)
             panel["gridPos"] = {"h": _HEIGHT, "w": _WIDTH, "x": x, "y": y + (index // 3) * _HEIGHT}
             panels.append(panel)
         y += -(-len(row_panels) // 3) * _HEIGHT
-    for number, panel in enumerate(panels, start=1):
-        panel["id"] = number
     return {
         "uid": dashboard_name(region)[:40],
         "title": f"Inference fleet: {region}",

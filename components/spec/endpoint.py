@@ -22,6 +22,7 @@ from components.render.model_loading import ModelLoading, streaming_flags
 from components.render.mooncake_env import ROLE_ENV
 from components.render.startup import LoadPath, startup_seconds
 from components.scheduling import CAPACITY_TYPE_LABEL, EFA_PAGE_ENTRY_BUDGET, HUGEPAGE_2MI_BYTES, NODE_GROUP_LABEL
+from components.spec import value_checks
 from components.spec.autoscaling import Autoscaling, Front, served_rules
 from components.spec.base import (
     FILLED_IN,
@@ -422,6 +423,9 @@ class Endpoint(SpecModel):
             yield from self._args_rules()
             yield from self._role_args_rules()
             yield from self._group_args_rules()
+            yield from value_checks.gpu_rules(self, self._gpu_count_paths())
+            yield from value_checks.context_rules(self)
+            yield from value_checks.canary_rules(self)
         if self.framework is not None:
             yield from self._scaling_rules(self.framework)
 
@@ -734,6 +738,17 @@ class Endpoint(SpecModel):
             if shape is not None and getattr(shape, field) != default:
                 return f"{_ROLES}.{role}.{field}"
         return field
+
+    def _gpu_count_paths(self) -> dict[str, str]:
+        """Each vLLM role's gpu_count path: a role's own where it states one, else the endpoint's."""
+        if self.mooncake is None or not self.mooncake.split:
+            return {"server": "gpu_count"}
+        paths: dict[str, str] = {}
+        for role in SPLIT_ROLES:
+            shape = self.mooncake.roles.shape(role)
+            stated = shape is not None and shape.gpu_count is not None
+            paths[role] = f"{_ROLES}.{role}.gpu_count" if stated else "gpu_count"
+        return paths
 
     @staticmethod
     def _vllm_roles(mooncake: Mooncake) -> tuple[str, ...]:

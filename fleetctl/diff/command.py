@@ -71,19 +71,28 @@ def read_plan(path: Path, label: str) -> dict[str, Any]:
     return dict(document)
 
 
-def plan_stack_file(stack_file: StackFile, label: str, *, reuse: bool = False) -> dict[str, Any]:
-    """Validate the stack file as ``fleetctl validate`` does, then plan it in-process; the plan is kept
-    by its inputs (fleetctl/plancache.py). With ``reuse``, a plan kept for the same inputs is read back
-    instead: the same program, sources and interpreter planned this very config, so it validated."""
+def validate_stack_file(stack_file: StackFile, label: str) -> None:
+    """The stack file's config as ``fleetctl validate`` judges it; its problems, labelled, or nothing."""
+    try:
+        validate_stack(stack_file.project_config, stack=stack_file.stack)
+    except SpecError as error:
+        raise InputError([Problem(label, "the stack config is invalid:"), *error.problems]) from None
+
+
+def plan_stack_file(
+    stack_file: StackFile, label: str, *, reuse: bool = False, validated: bool = False
+) -> dict[str, Any]:
+    """Validate the stack file as ``fleetctl validate`` does (unless the caller did: ``validated``), then
+    plan it in-process; the plan is kept by its inputs (fleetctl/plancache.py). With ``reuse``, a plan
+    kept for the same inputs is read back instead: the same program, sources and interpreter planned
+    this very config, so it validated."""
     inputs = plancache.in_process_inputs(stack_file.stack, stack_file.engine_config)
     kept = plancache.lookup(inputs) if reuse else None
     if kept is not None:
         reused: dict[str, Any] = json.loads(kept)
         return reused
-    try:
-        validate_stack(stack_file.project_config, stack=stack_file.stack)
-    except SpecError as error:
-        raise InputError([Problem(label, "the stack config is invalid:"), *error.problems]) from None
+    if not validated:
+        validate_stack_file(stack_file, label)
     try:
         plan = run_program(stack_file)
     except ProgramError as error:
@@ -109,9 +118,17 @@ def _read_stack_file(path: Path, label: str) -> StackFile:
         ) from None
 
 
-def load_side(text: str, stack_name: str | None = None) -> Side:
-    """A plan directory (or its plan.json), or a stack file planned on the fly (as stack
-    ``stack_name`` when given)."""
+@dataclass(frozen=True)
+class _StackSide:
+    """A side given as a stack file: read and validated, not planned yet."""
+
+    label: str
+    stack_file: StackFile
+
+
+def open_side(text: str, stack_name: str | None = None) -> Side | _StackSide:
+    """A plan directory (or its plan.json), read; or a stack file, read and validated (as stack
+    ``stack_name`` when given), to be planned by :func:`planned` once every side is known good."""
     path = Path(text)
     if path.is_dir():
         if not (path / "plan.json").is_file():
@@ -124,7 +141,22 @@ def load_side(text: str, stack_name: str | None = None) -> Side:
     stack_file = _read_stack_file(path, text)
     if stack_name is not None:
         stack_file = replace(stack_file, stack=stack_name)
-    return Side(text, plan_stack_file(stack_file, text))
+    validate_stack_file(stack_file, text)
+    return _StackSide(text, stack_file)
+
+
+def planned(side: Side | _StackSide) -> Side:
+    """A stack-file side planned, or read back from the plan cache when the same inputs were planned
+    before (an unchanged HEAD, a side planned by an earlier diff or ``--plan`` edit)."""
+    if isinstance(side, Side):
+        return side
+    return Side(side.label, plan_stack_file(side.stack_file, side.label, reuse=True, validated=True))
+
+
+def load_side(text: str, stack_name: str | None = None) -> Side:
+    """A plan directory (or its plan.json), or a stack file planned on the fly (as stack
+    ``stack_name`` when given)."""
+    return planned(open_side(text, stack_name))
 
 
 def load_side_at(ref: str, text: str, stack_name: str | None = None) -> Side:
@@ -195,13 +227,25 @@ def _sides(arguments: argparse.Namespace) -> tuple[Side, Side]:
     name: str | None = arguments.stack_name
     if name is not None and STACK_NAME.fullmatch(name) is None:
         raise _UsageError(f"--stack-name {name!r}: letters, digits, '_', '.' and '-' only, at most 100 characters")
+    # Every side is read and validated before any is planned: a HEAD that cannot be planned is said at
+    # once, not after BASE's plan.
     if arguments.base_ref is not None:
         if len(sides) != 1:
             raise _UsageError("with --base-ref, give only HEAD (a stack file)")
-        return load_side_at(arguments.base_ref, sides[0], name), load_side(sides[0], name)
+        head = open_side(sides[0], name)
+        return load_side_at(arguments.base_ref, sides[0], name), planned(head)
     if len(sides) != 2:
         raise _UsageError(f"give BASE and HEAD (got {len(sides)} argument(s)), or --base-ref GIT_REF HEAD")
-    return load_side(sides[0], name), load_side(sides[1], name)
+    opened: list[Side | _StackSide] = []
+    problems: list[Problem] = []
+    for text in sides:
+        try:
+            opened.append(open_side(text, name))
+        except InputError as error:
+            problems += error.problems  # both sides' problems, together
+    if problems:
+        raise InputError(problems)
+    return planned(opened[0]), planned(opened[1])
 
 
 def main(argv: Sequence[str] | None = None) -> int:

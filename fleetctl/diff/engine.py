@@ -1,118 +1,86 @@
-"""The diff engine: two plans in, per-resource changes and verdicts out (pure)."""
+"""The diff engine's plan walk: two plans in, per-resource changes out (pure).
+
+Resources are matched by URN (or by the aliases of a renamed one, or by logical identity across
+two stacks); each pair's inputs are compared in fleetctl/diff/values.py, judged in
+fleetctl/diff/verdicts.py, and a generated object's churn is summarised in fleetctl/diff/generated.py."""
 
 from __future__ import annotations
 
-import difflib
 import json
-import re
 from collections import Counter
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Any
 
-from components.spec.errors import dotted
+from fleetctl import whole_components
+from fleetctl.diff import generated
 from fleetctl.diff.eks_changes import upgrade_refusals, with_scaling_notes
-from fleetctl.mocks import STACK_TYPE
-from fleetctl.plan import SECRET, region_of
-from fleetctl.replacements import (
-    NEW_GENERATION,
-    NEW_GENERATION_EXEMPT,
-    NO_SURGE,
-    PROVIDER_PREFIX,
-    ROLLING_RESTART,
-    STATEFUL_TYPES,
-    TRAFFIC_ONLY,
-    replacement_rules,
+from fleetctl.diff.values import (
+    ABSENT,
+    JSON_TEXT,
+    Change,
+    PropertyPath,
+    diff_values,
+    equal,
+    keep_old,
+    overlaps,
+    parse_property_path,
+    render_path,
+    value_at,
 )
+from fleetctl.diff.verdicts import (
+    ACTIONS,
+    CREATE,
+    DELETE,
+    IN_PLACE,
+    LOUD,
+    OUTAGE_VERDICT,
+    RENAME,
+    REPLACE,
+    ROLLING_RESTART_VERDICT,
+    SEVERITY,
+    SYMBOLS,
+    TRAFFIC,
+    UPDATE,
+    judge,
+    kind_verdicts,
+)
+from fleetctl.mocks import STACK_TYPE
+from fleetctl.plan import region_of
+from fleetctl.replacements import PROVIDER_PREFIX, STATEFUL_TYPES, replacement_rules
+
+__all__ = [
+    "ABSENT",
+    "ACTIONS",
+    "CREATE",
+    "DELETE",
+    "IN_PLACE",
+    "JSON_TEXT",
+    "LOUD",
+    "OUTAGE_VERDICT",
+    "RENAME",
+    "REPLACE",
+    "ROLLING_RESTART_VERDICT",
+    "SEVERITY",
+    "SYMBOLS",
+    "TRAFFIC",
+    "UPDATE",
+    "Change",
+    "PlanDiff",
+    "PropertyPath",
+    "ResourceChange",
+    "diff_plans",
+    "diff_values",
+    "kind_verdicts",
+    "parse_property_path",
+    "render_path",
+]
 
 GLOBAL = "global"
-
-CREATE, UPDATE, REPLACE, DELETE, RENAME = "create", "update", "replace", "delete", "rename"
-ACTIONS = (REPLACE, DELETE, UPDATE, RENAME, CREATE)
-"""Report order within a region: what can hurt first."""
-SYMBOLS = {CREATE: "+", UPDATE: "~", REPLACE: "+-", DELETE: "-", RENAME: "~"}
-
-RENAME_ONLY = "rename only"
-TRAFFIC = "traffic only"
-IN_PLACE = "in place"
-CREATED = "create"
-ROLLING_RESTART_VERDICT = "rolling restart"
-OUTAGE_VERDICT = "outage while it rolls"
-"""A roll of a workload without surge (``NO_SURGE``) at one replica: no pod serves until the new one is ready."""
-NEW_GENERATION_VERDICT = "new generation"
-DELETED = "delete"
-REPLACEMENT = "replacement"
-STATEFUL_DELETION = "deletion of stateful resource"
-STATEFUL_REPLACEMENT = "replacement of stateful resource"
-SEVERITY = (
-    RENAME_ONLY,
-    TRAFFIC,
-    IN_PLACE,
-    CREATED,
-    ROLLING_RESTART_VERDICT,
-    OUTAGE_VERDICT,
-    NEW_GENERATION_VERDICT,
-    DELETED,
-    REPLACEMENT,
-    STATEFUL_DELETION,
-    STATEFUL_REPLACEMENT,
-)
-"""Verdicts from harmless to worst; a resource kind's verdict is the worst of its resources."""
-LOUD = frozenset({STATEFUL_DELETION, STATEFUL_REPLACEMENT})
-
-
-class _Absent:
-    def __repr__(self) -> str:
-        return "ABSENT"
-
-
-ABSENT: Final = _Absent()
-"""The value of an input that one side does not have."""
-
-
-class _JsonText:
-    """A path step into a string holding a JSON document (an IAM policy, an annotation)."""
-
-    def __repr__(self) -> str:
-        return "JSON_TEXT"
-
-
-JSON_TEXT: Final = _JsonText()
-
-Step = str | int | _JsonText
-PropertyPath = tuple[Step, ...]
-
-
-def render_path(path: PropertyPath) -> str:
-    """``spec.template.spec.containers[0].image``; keys with dots quoted as validate does;
-    ``policy(json).Statement[1]`` for a step into a JSON string."""
-    text = ""
-    segment: list[str | int] = []
-    for step in path:
-        if isinstance(step, _JsonText):
-            text = _join(text, dotted(segment)) + "(json)"
-            segment = []
-        else:
-            segment.append(step)
-    return _join(text, dotted(segment))
-
-
-def _join(prefix: str, rest: str) -> str:
-    if not prefix or not rest or rest.startswith("["):
-        return prefix + rest
-    return f"{prefix}.{rest}"
-
-
-@dataclass(frozen=True)
-class Change:
-    path: PropertyPath
-    old: Any
-    new: Any
-    forces_replacement: bool = False
-
-    @property
-    def dotted(self) -> str:
-        return render_path(self.path)
+GLOBAL_FRONT = "global front"
+GLOBAL_FRONT_PROVIDER = "aws-global-"
+"""The name of the global front's AWS provider, ``aws-global-<API region>`` (components/platform/
+global_front.py provider_name; tests/unit/test_diff.py holds the two together)."""
 
 
 @dataclass(frozen=True)
@@ -128,10 +96,24 @@ class ResourceChange:
     """Why the resource is replaced: the table entry, the replaceOnChanges option, the provider."""
     notes: tuple[str, ...] = ()
     renamed_from: str | None = None
+    summary: tuple[str, ...] = ()
+    """A generated object's change in one line per document (fleetctl/diff/generated.py): text and
+    markdown show it in place of the changes under ``data``; json keeps every change as well."""
 
     @property
     def loud(self) -> bool:
         return self.verdict in LOUD
+
+    @property
+    def generated(self) -> bool:
+        return bool(self.summary)
+
+    @property
+    def shown(self) -> tuple[Change, ...]:
+        """The changes a reader is shown one by one: all but those a summary stands for."""
+        if not self.summary:
+            return self.changes
+        return tuple(change for change in self.changes if change.path[:1] != (generated.SUMMARISED,))
 
 
 @dataclass(frozen=True)
@@ -163,163 +145,6 @@ class PlanDiff:
 
 
 # Comparing inputs.
-
-
-def _equal(old: Any, new: Any) -> bool:
-    """Equality that tells ``True`` from ``1``."""
-    if type(old) is not type(new):
-        return False
-    if isinstance(old, Mapping):
-        return old.keys() == new.keys() and all(_equal(old[key], new[key]) for key in old)
-    if isinstance(old, list):
-        return len(old) == len(new) and all(_equal(a, b) for a, b in zip(old, new, strict=True))
-    return bool(old == new)
-
-
-def _json_document(text: str) -> Any:
-    if text.lstrip()[:1] not in ("{", "["):
-        return None
-    try:
-        document = json.loads(text)
-    except ValueError:
-        return None
-    return document if isinstance(document, dict | list) else None
-
-
-def _masked(value: Any) -> Any:
-    return value if value is ABSENT else SECRET
-
-
-def diff_values(old: Any, new: Any, path: PropertyPath = ()) -> Iterator[Change]:
-    """The leaves where ``old`` and ``new`` differ; lists item by item (:func:`_list_changes`)."""
-    if old == SECRET or new == SECRET:
-        if not (old == SECRET and new == SECRET):
-            yield Change(path, _masked(old), _masked(new))
-        return
-    if isinstance(old, Mapping) and isinstance(new, Mapping):
-        for key in sorted(set(old) | set(new)):
-            yield from diff_values(old.get(key, ABSENT), new.get(key, ABSENT), (*path, key))
-        return
-    if isinstance(old, list) and isinstance(new, list):
-        yield from _list_changes(old, new, path)
-        return
-    if _equal(old, new):
-        return
-    if isinstance(old, str) and isinstance(new, str):
-        old_document, new_document = _json_document(old), _json_document(new)
-        if old_document is not None and new_document is not None:
-            yield from diff_values(old_document, new_document, (*path, JSON_TEXT))
-            return
-    yield Change(path, old, new)
-
-
-def _list_changes(old: list[Any], new: list[Any], path: PropertyPath) -> Iterator[Change]:
-    """An item inserted or removed is one change at its own index (BASE's for a removed item,
-    HEAD's for an inserted one), not every later item shifted by one; items replaced in place
-    are compared inside, at HEAD's index. The alignment is difflib's longest matching runs."""
-    matcher = difflib.SequenceMatcher(None, [_identity(item) for item in old], [_identity(item) for item in new], False)
-    for tag, old_start, old_end, new_start, new_end in matcher.get_opcodes():
-        if tag == "equal":
-            continue
-        paired = min(old_end - old_start, new_end - new_start) if tag == "replace" else 0
-        for offset in range(paired):
-            yield from diff_values(old[old_start + offset], new[new_start + offset], (*path, new_start + offset))
-        for index in range(old_start + paired, old_end):
-            yield Change((*path, index), old[index], ABSENT)
-        for index in range(new_start + paired, new_end):
-            yield Change((*path, index), ABSENT, new[index])
-
-
-def _identity(item: Any) -> str:
-    """What makes two list items the same item: their whole value (``True`` is not ``1``)."""
-    return json.dumps(item, sort_keys=True, default=repr)
-
-
-_STEP = re.compile(r'\[(?P<index>\d+|\*)\]|\["(?P<quoted>(?:[^"\\]|\\.)*)"\]|(?P<key>[^.\[\]]+)|\.')
-
-
-def parse_property_path(text: str) -> tuple[str | int, ...]:
-    """A Pulumi property path (``spec.template``, ``a["b.c"][0]``, ``metadata.*``); ``*`` is any step."""
-    steps: list[str | int] = []
-    position = 0
-    while position < len(text):
-        match = _STEP.match(text, position)
-        if match is None:
-            return (text,)
-        position = match.end()
-        if match["index"] is not None:
-            steps.append("*" if match["index"] == "*" else int(match["index"]))
-        elif match["quoted"] is not None:
-            steps.append(str(json.loads(f'"{match["quoted"]}"')))
-        elif match["key"] is not None:
-            steps.append(match["key"])
-    return tuple(steps)
-
-
-def _step_matches(wanted: str | int, step: str | int) -> bool:
-    """``*`` matches any step; a key ending in ``*`` (``"actions.*"``) matches keys starting with the rest."""
-    if wanted == "*" or wanted == step:
-        return True
-    return isinstance(wanted, str) and wanted.endswith("*") and isinstance(step, str) and step.startswith(wanted[:-1])
-
-
-def _overlaps(pattern: Sequence[str | int], path: PropertyPath) -> bool:
-    """True when a change at ``path`` changes something at or under ``pattern`` (or above it)."""
-    for wanted, step in zip(pattern, path, strict=False):
-        if isinstance(step, _JsonText):
-            return True  # the pattern names a part of this JSON string
-        if not _step_matches(wanted, step):
-            return False
-    return True
-
-
-def _within(path: PropertyPath, prefix: Sequence[str | int]) -> bool:
-    return len(path) >= len(prefix) and _overlaps(prefix, path)
-
-
-def _value_at(document: Any, steps: Sequence[str | int]) -> Any:
-    for step in steps:
-        if isinstance(document, Mapping) and isinstance(step, str):
-            document = document.get(step, ABSENT)
-        elif isinstance(document, list) and isinstance(step, int) and step < len(document):
-            document = document[step]
-        else:
-            return ABSENT
-    return document
-
-
-def _keep_old(old: Any, new: Any, pattern: Sequence[str | int]) -> Any:
-    """``new`` with the old value at ``pattern``: what Pulumi's ``ignoreChanges`` does before diffing."""
-    if not pattern:
-        return old
-    step, rest = pattern[0], pattern[1:]
-    if new is ABSENT and isinstance(old, Mapping):
-        kept = _keep_old(old, {}, pattern)
-        return kept if kept else ABSENT
-    if isinstance(new, Mapping):
-        result = dict(new)
-        old_map = old if isinstance(old, Mapping) else {}
-        keys = sorted(set(new) | set(old_map)) if step == "*" else [step] if isinstance(step, str) else []
-        for key in keys:
-            value = _keep_old(old_map.get(key, ABSENT), new.get(key, ABSENT), rest)
-            if value is ABSENT:
-                result.pop(key, None)
-            else:
-                result[key] = value
-        return result
-    if isinstance(new, list):
-        items = list(new)
-        old_list = old if isinstance(old, list) else []
-        indices = range(len(items)) if step == "*" else [step] if isinstance(step, int) and step < len(items) else []
-        for index in indices:
-            value = _keep_old(old_list[index] if index < len(old_list) else ABSENT, items[index], rest)
-            if value is not ABSENT:
-                items[index] = value
-        return items
-    return new
-
-
-# Matching resources.
 
 
 def _with_defaults(resource: Mapping[str, Any]) -> dict[str, Any]:
@@ -429,65 +254,24 @@ class _Pair:
 def _compare(base: dict[str, Any], head: dict[str, Any], head_by_urn: Mapping[str, Mapping[str, Any]]) -> _Pair:
     old_inputs, new_inputs = base["inputs"], head["inputs"]
     for pattern in head["options"].get("ignoreChanges", []):
-        new_inputs = _keep_old(old_inputs, new_inputs, parse_property_path(str(pattern)))
+        new_inputs = keep_old(old_inputs, new_inputs, parse_property_path(str(pattern)))
     changes = list(diff_values(old_inputs, new_inputs))
     forcing: list[tuple[Sequence[str | int], str]] = []
     for rule in replacement_rules(head["type"]):
         if rule.unless_provider_flag and _provider_flag(head, head_by_urn, rule.unless_provider_flag):
             continue
         steps = tuple(rule.path.split("."))
-        if not _equal(_value_at(old_inputs, steps), _value_at(new_inputs, steps)):
+        if not equal(value_at(old_inputs, steps), value_at(new_inputs, steps)):
             forcing.append((steps, f"{rule.path}: {rule.source}"))
     for text in head["options"].get("replaceOnChanges", []):
         pattern = parse_property_path(str(text))
-        if any(_overlaps(pattern, change.path) for change in changes):
+        if any(overlaps(pattern, change.path) for change in changes):
             forcing.append((pattern, f"{text}: the resource's replaceOnChanges option"))
     marked = [
-        Change(change.path, change.old, change.new, any(_overlaps(steps, change.path) for steps, _ in forcing))
+        Change(change.path, change.old, change.new, any(overlaps(steps, change.path) for steps, _ in forcing))
         for change in changes
     ]
     return _Pair(base, head, marked, [reason for _, reason in forcing])
-
-
-def _single_pod(inputs: Mapping[str, Any] | None) -> bool:
-    """A workload whose inputs set one replica (an autoscaled one leaves ``spec.replicas`` unset)."""
-    spec = inputs.get("spec") if inputs is not None else None
-    return isinstance(spec, Mapping) and spec.get("replicas") == 1
-
-
-def _verdict(
-    action: str,
-    resource_type: str,
-    changes: Sequence[Change],
-    stateful: bool,
-    inputs: Mapping[str, Any] | None = None,
-) -> str:
-    if action == CREATE:
-        return CREATED
-    if action == DELETE:
-        return STATEFUL_DELETION if stateful else DELETED
-    if action == RENAME:
-        return RENAME_ONLY
-    if action == REPLACE:
-        if stateful:
-            return STATEFUL_REPLACEMENT
-        return NEW_GENERATION_VERDICT if resource_type in NEW_GENERATION else REPLACEMENT
-    paths = [change.path for change in changes]
-    traffic = [parse_property_path(path) for path in TRAFFIC_ONLY.get(resource_type, ())]
-    if traffic and paths and all(any(_within(path, prefix) for prefix in traffic) for path in paths):
-        return TRAFFIC
-    rolling = [parse_property_path(path) for path in ROLLING_RESTART.get(resource_type, ())]
-    if any(_overlaps(prefix, path) for prefix in rolling for path in paths):
-        return OUTAGE_VERDICT if resource_type in NO_SURGE and _single_pod(inputs) else ROLLING_RESTART_VERDICT
-    generation = [parse_property_path(path) for path in NEW_GENERATION.get(resource_type, ())]
-    exempt = [parse_property_path(path) for path in NEW_GENERATION_EXEMPT.get(resource_type, ())]
-    if any(
-        _overlaps(prefix, path) and not any(_within(path, free) for free in exempt)
-        for prefix in generation
-        for path in paths
-    ):
-        return NEW_GENERATION_VERDICT
-    return IN_PLACE
 
 
 def _renames(base_by_urn: Mapping[str, Any], head_by_urn: Mapping[str, Any]) -> dict[str, str]:
@@ -643,12 +427,13 @@ def diff_plans(base_plan: Mapping[str, Any], head_plan: Mapping[str, Any]) -> Pl
                 urn=urn,
                 type=pair.head["type"],
                 name=pair.head["name"],
-                region=region_of(pair.head, head_by_urn) or GLOBAL,
-                verdict=_verdict(action, pair.head["type"], pair.changes, stateful, pair.head["inputs"]),
+                region=_region(pair.head, head_by_urn),
+                verdict=judge(action, pair.head["type"], pair.changes, stateful, pair.head["inputs"]),
                 changes=tuple(pair.changes),
                 reasons=tuple(dict.fromkeys(pair.reasons)),
                 notes=notes,
                 renamed_from=renamed_from,
+                summary=generated.summary(pair.base, pair.head) if generated.is_generated(pair.head) else (),
             )
         )
     results += [
@@ -660,7 +445,7 @@ def diff_plans(base_plan: Mapping[str, Any], head_plan: Mapping[str, Any]) -> Pl
     results += [
         replace(_created_or_deleted(DELETE, base_by_urn[urn], base_by_urn), urn=originals.get(urn, urn)) for urn in gone
     ]
-    results = with_scaling_notes(results)
+    results = [_with_whole_note(result) for result in with_scaling_notes(results)]
     return PlanDiff(tuple(sorted(results, key=_order)), matched_by, upgrade_refusals(results))
 
 
@@ -673,31 +458,44 @@ def _created_or_deleted(
         urn=str(resource["urn"]),
         type=str(resource["type"]),
         name=str(resource["name"]),
-        region=region_of(resource, by_urn) or GLOBAL,
-        verdict=_verdict(action, str(resource["type"]), (), stateful),
+        region=_region(resource, by_urn),
+        verdict=judge(action, str(resource["type"]), (), stateful),
         notes=_protection_notes(resource, "delete") if action == DELETE else (),
     )
 
 
+def _with_whole_note(result: ResourceChange) -> ResourceChange:
+    """A provider component the plan holds as one resource says so (fleetctl/whole_components.py)."""
+    note = whole_components.diff_note(result.type)
+    return result if note is None else replace(result, notes=(*result.notes, note))
+
+
+def _region(resource: Mapping[str, Any], by_urn: Mapping[str, Mapping[str, Any]]) -> str:
+    """The region a resource is listed under: its AWS provider's, but the global front's own label for
+    the resources of its provider, whose region is only where the Global Accelerator API answers
+    (components/platform/global_front.py API_REGION), often a region the stack does not serve."""
+    seen: set[str] = set()
+    current: Mapping[str, Any] | None = resource
+    while current is not None and current["urn"] not in seen:
+        seen.add(current["urn"])
+        if current["type"] == "pulumi:providers:aws" and str(current["name"]).startswith(GLOBAL_FRONT_PROVIDER):
+            return GLOBAL_FRONT
+        providers = current["options"].get("providers", {})
+        provider = current.get("provider") or providers.get("aws") or next(iter(providers.values()), None)
+        following = provider or current.get("parent")
+        current = by_urn.get(following) if following else None
+    return region_of(resource, by_urn) or GLOBAL
+
+
 def _order(resource: ResourceChange) -> tuple[Any, ...]:
     return (
-        resource.region == GLOBAL,
+        resource.region in (GLOBAL, GLOBAL_FRONT),
         resource.region,
         not resource.loud,
+        resource.generated,  # a region's real changes first, then what the program derived from them
         ACTIONS.index(resource.action),
         not resource.type.startswith(PROVIDER_PREFIX),  # a provider's change explains the ones below it
         resource.type,
         resource.name,
         resource.urn,
     )
-
-
-def kind_verdicts(resources: Sequence[ResourceChange]) -> dict[str, tuple[str, Counter[str]]]:
-    """Per resource type: the worst verdict among its resources, and how many of each action."""
-    kinds: dict[str, tuple[str, Counter[str]]] = {}
-    for resource in resources:
-        verdict, actions = kinds.get(resource.type, (SEVERITY[0], Counter()))
-        actions[resource.action] += 1
-        worst = max(verdict, resource.verdict, key=SEVERITY.index)
-        kinds[resource.type] = (worst, actions)
-    return dict(sorted(kinds.items()))

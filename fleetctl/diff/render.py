@@ -23,6 +23,7 @@ from fleetctl.diff.engine import (
     ResourceChange,
     kind_verdicts,
 )
+from fleetctl.diff.verdicts import SEVERITY, KindVerdict
 from fleetctl.plan import SECRET
 
 # Rendering.
@@ -51,11 +52,21 @@ def _kind_summary(actions: Counter[str]) -> str:
     return ", ".join(f"{actions[action]} {action}" for action in ACTIONS if actions[action])
 
 
-def kind_line(kind: str, verdict: str, actions: Counter[str]) -> str:
-    """``eks:index:ManagedNodeGroup: in place (1 update)``; ``aws:iam/role:Role: 3 create``."""
+def kind_line(kind: str, judged: KindVerdict) -> str:
+    """``eks:index:ManagedNodeGroup: in place (1 update)``; ``aws:iam/role:Role: 3 create``; a type
+    whose resources were judged apart names each verdict: ``Deployment: delete (1 delete, 1 update:
+    rolling restart)``."""
+    verdict, actions, outcomes = judged
     if set(actions) == {verdict}:
         return f"{kind}: {_kind_summary(actions)}"
-    return f"{kind}: {verdict} ({_kind_summary(actions)})"
+    if len(outcomes) == 1:
+        return f"{kind}: {verdict} ({_kind_summary(actions)})"
+    ordered = sorted(outcomes, key=lambda pair: (-SEVERITY.index(pair[1]), ACTIONS.index(pair[0])))
+    parts = [
+        f"{outcomes[(action, judgement)]} {action}" + ("" if judgement == action else f": {judgement}")
+        for action, judgement in ordered
+    ]
+    return f"{kind}: {verdict} ({', '.join(parts)})"
 
 
 def _loud_line(loud: Sequence[ResourceChange], shown: int = 5) -> str:
@@ -82,16 +93,17 @@ def render_text(diff: PlanDiff, base_label: str, head_label: str) -> str:
             )
             if resource.renamed_from:
                 lines.append(f"        renamed from {resource.renamed_from}")
-            for change in resource.changes:
+            for change in resource.shown:
                 forced = "  (forces replacement)" if change.forces_replacement else ""
                 lines.append(
                     f"        {change.dotted}: {format_value(change.old)} -> {format_value(change.new)}{forced}"
                 )
+            lines += [f"        {line}" for line in resource.summary]
             lines += [f"        replaced because {reason}" for reason in resource.reasons]
             lines += [f"        {'!! ' if resource.loud else ''}{note}" for note in resource.notes]
         lines.append("  verdicts:")
-        for kind, (verdict, actions) in kind_verdicts(resources).items():
-            lines.append(f"    {'!! ' if verdict in LOUD else '   '}{kind_line(kind, verdict, actions)}")
+        for kind, judged in kind_verdicts(resources).items():
+            lines.append(f"    {'!! ' if judged.verdict in LOUD else '   '}{kind_line(kind, judged)}")
     lines += ["", f"total: {_action_counts(diff.counts())}"]
     if diff.loud:
         lines.append(_loud_line(diff.loud))
@@ -115,6 +127,9 @@ def render_markdown(diff: PlanDiff, base_label: str, head_label: str) -> str:
         return "\n".join(lines) + "\n"
     if diff.loud:
         lines += [f"> **{_cell(_loud_line(diff.loud))}**", ""]
+    # The real change first: the totals, then per region its own resources before what the program
+    # generated from them (the dashboard's one-line summary, last in its table).
+    lines += [f"**Total:** {_action_counts(diff.counts())}", ""]
     for region, resources in diff.regions().items():
         lines += [f"#### {_cell(region)}: {_action_counts(Counter(r.action for r in resources))}", ""]
         lines += ["| | action | type | name | verdict | changes |", "|---|---|---|---|---|---|"]
@@ -122,8 +137,9 @@ def render_markdown(diff: PlanDiff, base_label: str, head_label: str) -> str:
             details = [
                 f"{_code(change.dotted)}: {_code(format_value(change.old))} → {_code(format_value(change.new))}"
                 + (" **(forces replacement)**" if change.forces_replacement else "")
-                for change in resource.changes
+                for change in resource.shown
             ]
+            details += [_cell(line) for line in resource.summary]
             if resource.renamed_from:
                 details.insert(0, f"renamed from {_code(resource.renamed_from)}")
             details += [f"replaced because {_cell(reason)}" for reason in resource.reasons]
@@ -135,12 +151,11 @@ def render_markdown(diff: PlanDiff, base_label: str, head_label: str) -> str:
             )
         lines.append("")
         verdicts = [
-            f"- {'**!!** ' if verdict in LOUD else ''}{_cell(kind_line(kind, verdict, actions))}"
-            for kind, (verdict, actions) in kind_verdicts(resources).items()
+            f"- {'**!!** ' if judged.verdict in LOUD else ''}{_cell(kind_line(kind, judged))}"
+            for kind, judged in kind_verdicts(resources).items()
         ]
         lines += ["Verdicts:", "", *verdicts, ""]
-    lines.append(f"**Total:** {_action_counts(diff.counts())}")
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines).rstrip("\n") + "\n"
 
 
 def _change_json(change: Change) -> dict[str, Any]:
@@ -166,14 +181,19 @@ def render_json(diff: PlanDiff, base_label: str, head_label: str) -> str:
                     "loud": resource.loud,
                     "renamed_from": resource.renamed_from,
                     "changes": [_change_json(change) for change in resource.changes],
+                    "summary": list(resource.summary),
                     "reasons": list(resource.reasons),
                     "notes": list(resource.notes),
                 }
                 for resource in resources
             ],
             "verdicts": {
-                kind: {"verdict": verdict, "actions": dict(sorted(actions.items()))}
-                for kind, (verdict, actions) in kind_verdicts(resources).items()
+                kind: {
+                    "verdict": judged.verdict,
+                    "actions": dict(sorted(judged.actions.items())),
+                    "verdicts": dict(sorted(Counter(verdict for _, verdict in judged.outcomes.elements()).items())),
+                }
+                for kind, judged in kind_verdicts(resources).items()
             },
         }
     document = {

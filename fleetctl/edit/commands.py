@@ -250,7 +250,7 @@ def _table(arguments: argparse.Namespace, path: Path, edit: Edit, written: bool)
     lines += [f"  note: {note}" for note in edit.notes]
     if arguments.dry_run:
         return "\n".join(lines) + ("\n" + _diff(path, edit).rstrip("\n") if edit.changed else "")
-    rows = [(change.path, _show(change.before), _show(change.after)) for change in edit.changes]
+    rows = [row for change in edit.changes for row in _rows(change.path, change.before, change.after)]
     if rows:
         rows.insert(0, ("path", "before", "after"))
         widths = [max(len(row[column]) for row in rows) for column in range(2)]
@@ -258,12 +258,27 @@ def _table(arguments: argparse.Namespace, path: Path, edit: Edit, written: bool)
     return "\n".join(lines)
 
 
+def _rows(path: str, before: Any, after: Any) -> list[tuple[str, str, str]]:
+    """One row per leaf: a mapping added, removed or replaced is shown key by key, each value whole
+    (a value cut to fit would be neither JSON nor the value; the image tag at its end tells two apart)."""
+    if isinstance(before, dict) or isinstance(after, dict):
+        old = before if isinstance(before, dict) else {}
+        new = after if isinstance(after, dict) else {}
+        if (not old and before is not ABSENT) or (not new and after is not ABSENT):
+            return [(path, _show(before), _show(after))]  # a mapping beside a scalar: each whole
+        return [
+            row
+            for key in [*old, *(key for key in new if key not in old)]
+            for row in _rows(f"{path}.{key}", old.get(key, ABSENT), new.get(key, ABSENT))
+            if old.get(key, ABSENT) != new.get(key, ABSENT)
+        ]
+    return [(path, _show(before), _show(after))]
+
+
 def _show(value: Any) -> str:
     if value is ABSENT:
         return "-"
-    text = json.dumps(value, default=str, separators=(", ", ": "))
-    # Cut the middle: an image's tag, at the end, is what tells two values apart.
-    return text if len(text) <= 60 else f"{text[:24]}...{text[-33:]}"
+    return json.dumps(value, default=str, separators=(", ", ": "))
 
 
 def _diff(path: Path, edit: Edit) -> str:

@@ -21,7 +21,7 @@ from ruamel.yaml.comments import CommentedMap
 
 from components.spec.errors import did_you_mean, dotted
 from components.spec.front import ACCELERATOR, KEY, FrontEndpoint, FrontRegion, GlobalFront
-from fleetctl.edit.operations import EditError, _refuse, _section, declared_regions
+from fleetctl.edit.sections import EditError, declared_regions, refuse, section
 from fleetctl.edit.tree import flow_map, remove_entry, set_entry
 
 FRONT_ORDER = tuple(field.alias or name for name, field in GlobalFront.model_fields.items())
@@ -43,13 +43,13 @@ def _front(config: CommentedMap, region: str) -> CommentedMap:
     regions = declared_regions(config)
     if region not in regions:
         hint = did_you_mean(region, regions)
-        raise _refuse(
+        raise refuse(
             [KEY, "regions", region],
             f"is not a region of this stack (regions: {', '.join(regions)}){f'; {hint}' if hint else ''}",
         )
-    front = _section(config, KEY)
+    front = section(config, KEY)
     if front is None or front.get("enabled") is not True:
-        raise _refuse(
+        raise refuse(
             [KEY, "enabled"],
             "is not true: without the global front door there is no traffic dial to move "
             "(set inference-fleet:global.enabled: true first; docs/global.md)",
@@ -63,9 +63,9 @@ def _dial(holder: CommentedMap, region: str, path: list[str]) -> tuple[Any, Any]
     regions = holder.get("regions")
     entry = regions.get(region) if isinstance(regions, CommentedMap) else None
     if regions is not None and not isinstance(regions, CommentedMap):
-        raise _refuse([*path, "regions"], "is not a mapping; fix it by hand (fleetctl validate shows how)")
+        raise refuse([*path, "regions"], "is not a mapping; fix it by hand (fleetctl validate shows how)")
     if entry is not None and not isinstance(entry, CommentedMap):
-        raise _refuse([*path, "regions", region], "is not a mapping; fix it by hand (fleetctl validate shows how)")
+        raise refuse([*path, "regions", region], "is not a mapping; fix it by hand (fleetctl validate shows how)")
     if entry is None:
         return None, None
     return entry.get("traffic_dial"), entry.get("weight")
@@ -109,7 +109,7 @@ def _dials(config: CommentedMap, region: str, endpoint: str | None) -> _Dials:
     endpoints = front.get("endpoints")
     entry = endpoints.get(endpoint) if isinstance(endpoints, CommentedMap) else None
     if not isinstance(entry, CommentedMap):
-        raise _refuse(
+        raise refuse(
             path,
             f"is not set: {endpoint} has no listener of its own, so it moves with its regions on the shared "
             f"listener (fleetctl region drain {region}, without --endpoint); or give it "
@@ -117,12 +117,12 @@ def _dials(config: CommentedMap, region: str, endpoint: str | None) -> _Dials:
         )
     served = _endpoint_regions(config, endpoint)
     if region not in served:
-        raise _refuse([*path, "regions", region], f"is not a region {endpoint} runs in ({', '.join(served)})")
+        raise refuse([*path, "regions", region], f"is not a region {endpoint} runs in ({', '.join(served)})")
     return _Dials(front, entry, path, served, endpoint)
 
 
 def _endpoint_regions(config: CommentedMap, endpoint: str) -> list[str]:
-    endpoints = _section(config, "endpoints")
+    endpoints = section(config, "endpoints")
     entry = endpoints.get(endpoint) if endpoints is not None else None
     targets = entry.get("target_regions") if isinstance(entry, CommentedMap) else None
     declared = declared_regions(config)
@@ -138,7 +138,7 @@ def drain(config: CommentedMap, region: str, endpoint: str | None = None) -> lis
     others = [other for other in dials.regions if other != region and _serves(*dials.effective(other))]
     if _serves(dial, weight) and not others:
         served = "the global address" if endpoint is None else f"{endpoint}'s global address"
-        raise _refuse(
+        raise refuse(
             [*dials.path, "regions", region, "traffic_dial"],
             f"{region} is the last region serving through {served} (every other region is drained): "
             "undrain another region first (fleetctl region undrain REGION)",

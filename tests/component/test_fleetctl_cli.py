@@ -110,6 +110,7 @@ def test_plan_summary_names_resources_by_region(tmp_path: Path, capsys: pytest.C
     # Huge pages reserved and requested by no pod (issue 28, item 7; docs/efa.md): prod's g6e groups
     # reserve libfabric's default on nodes that run no rdma pod; its p5 groups reserve what their pods take.
     notes = [line for line in out.splitlines() if line.startswith("note: ")]
+    assert notes.pop(0).startswith("note: awsx:ec2:Vpc (2), eks:index:Cluster (2)")  # fleetctl/whole_components.py
     assert [note.split(":")[1].strip() for note in notes] == [
         "regions.us-east-1.node_groups.g6e.hugepages_2mi",
         "regions.eu-west-1.node_groups.g6e.hugepages_2mi",

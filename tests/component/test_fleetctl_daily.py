@@ -514,7 +514,8 @@ AUTOSCALING_EDITS = {
     "a classic endpoint starts autoscaling": (
         "dev",
         ["autoscaling", "set", "assistant", "--min", "1", "--max", "2"],
-        ["+      autoscaling:", "+        min_replicas: 1", "+        max_replicas: 2"],
+        # replicas: 1 goes: the autoscaler sets the count (fleetctl/edit/autoscaling_edits.py)
+        ["-      replicas: 1", "+      autoscaling:", "+        min_replicas: 1", "+        max_replicas: 2"],
     ),
     "a Mooncake role": (
         "dev",
@@ -526,7 +527,8 @@ AUTOSCALING_EDITS = {
     "a classic endpoint to zero": (
         "dev",
         ["autoscaling", "set", "assistant", "--min", "0", "--max", "2"],
-        ["+      autoscaling:", "+        min_replicas: 0", "+        max_replicas: 2"],
+        # replicas: 1 goes: the autoscaler sets the count (fleetctl/edit/autoscaling_edits.py)
+        ["-      replicas: 1", "+      autoscaling:", "+        min_replicas: 0", "+        max_replicas: 2"],
     ),
     "a split Mooncake role to zero": (
         "dev",

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import fleetctl.diff.command
 from components.catalog import pins
 from fleetctl.diff import baseref, main
 from fleetctl.stackfile import stack_path
@@ -153,6 +154,42 @@ def test_changing_a_node_groups_instance_type_replaces_the_managed_node_group(
     assert "total: 0 to create, 0 to update, 1 to replace, 0 to delete" in out
 
 
+ONE_MORE_ENDPOINT = (
+    "    summarize:                      # classic, autoscaled, with a 10% canary\n",
+    "    code:                           # one more classic endpoint, sorted between chat and reason\n"
+    "      image: 123456789012.dkr.ecr.us-east-1.amazonaws.com/summarize-vllm:2026.11.1\n"
+    "      node_group: g6e\n"
+    "      gpu_count: 1\n"
+    "      model: meta-llama/Llama-3.1-8B-Instruct\n"
+    "      replicas: 2\n"
+    "    summarize:                      # classic, autoscaled, with a 10% canary\n",
+)
+
+
+def test_adding_an_endpoint_on_prod_is_its_creates_and_one_line_per_dashboard(
+    base_plans: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    head = plan_directory(edited(tmp_path / "stack", "prod", ONE_MORE_ENDPOINT), tmp_path / "plan")
+    code, out, err = run(capsys, base_plans["prod"], head)
+    assert code == 2, err
+    regions = [line.split(":")[0] for line in out.splitlines() if line.endswith("0 to replace, 0 to delete")]
+    assert regions == ["eu-west-1", "us-east-1", "total"]
+    for region in regions[:2]:
+        block = out.split(f"\n{region}: ", 1)[1].split("\n\n", 1)[0].splitlines()
+        assert block[0] == "6 to create, 1 to update, 0 to replace, 0 to delete"
+        creates = [line.split()[2:4] for line in block if line.startswith("   + create")]
+        assert [name for _, name in creates] == [f"{region}-code"] * 6
+        update = block.index(f"   ~ update  kubernetes:core/v1:ConfigMap  {region}-dashboard  [in place]")
+        assert update == 7  # after the creates: the real change first
+        (summary,) = [line.strip() for line in block[update + 1 :] if not line.startswith("  verdicts:")][:1]
+        assert summary == (
+            f"data['inference-fleet-{region}.json']: generated Grafana dashboard: "
+            "8 panels added (row 'code / server (vllm, inference)'); 39 panels moved (position only)"
+        )
+        assert block[update + 2] == "  verdicts:"
+    assert "panels[" not in out
+
+
 def test_text_output_groups_by_region_with_a_verdict_per_kind(
     base_plans: dict[str, Path], scaled_dev: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -165,6 +202,8 @@ def test_text_output_groups_by_region_with_a_verdict_per_kind(
         "        scaling: maxSize 6 -> 7: EKS receives min, max and desired together; desired is the group's live "
         "size, read when `pulumi up` runs and kept within the new [minSize, maxSize], so running nodes stay unless "
         "they lie outside the new bounds",
+        "        a pulumi-eks 4.4.0 component shown as one resource: its inputs are compared; what its children "
+        "do is for `pulumi preview` to say",
         "  verdicts:",
         "       eks:index:ManagedNodeGroup: in place (1 update)",
         "",
@@ -359,6 +398,28 @@ def fake_build(python: str, log: Path) -> Callable[[Path, Path, str], None]:
         log.write_text("built\n")
 
     return build
+
+
+def test_base_ref_reports_an_invalid_head_before_planning_the_base(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def base_planned(*_: Any) -> Any:
+        raise AssertionError("BASE was planned before HEAD was validated")
+
+    monkeypatch.setattr(fleetctl.diff.command, "load_side_at", base_planned)
+    stack = edited(tmp_path, "dev", ("desired_size: 1", "desired_size: 99"))
+    code, out, err = run(capsys, "--base-ref", "HEAD", stack)
+    assert (code, out) == (1, "")
+    assert err.startswith(f"error: {stack}: the stack config is invalid:")
+
+
+def test_both_sides_problems_are_reported_together(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, _, err = run(capsys, tmp_path / "missing-base.yaml", tmp_path / "missing-head.yaml")
+    assert code == 1
+    assert [line.split(": ", 2)[1] for line in err.splitlines()] == [
+        str(tmp_path / "missing-base.yaml"),
+        str(tmp_path / "missing-head.yaml"),
+    ]
 
 
 @pytest.mark.skipif(shutil.which("git") is None, reason="git is not installed")

@@ -205,8 +205,8 @@ ACCEPTED = {
     ),
     "topology set (one role)": (
         "dev",
-        ["topology", "set", "chat-pd", "--decode", "2"],
-        ["-        topology: {prefill: 1, decode: 1}", "+        topology: {prefill: 1, decode: 2}"],
+        ["topology", "set", "chat-pd", "--decode", "3"],
+        ["-        topology: {prefill: 1, decode: 1}", "+        topology: {prefill: 1, decode: 3}"],
     ),
     "store configure": (
         "prod",
@@ -496,6 +496,12 @@ REFUSED = {
         # Placed where the file on disk holds the count (the refused edit leaves it there).
         "Pulumi.dev.yaml:48:20: endpoints.chat-pd.mooncake.topology.prefill: must be an integer in [1, 1000], "
         "got 0 (a number)",
+    ),
+    "topology that makes the canary set its primary": (
+        "dev",
+        ["topology", "set", "chat-pd", "--decode", "2"],  # the canary set is 1P2D on the same image
+        "endpoints.chat-pd.canary.image: is the endpoint's own image (vllm/vllm-openai:v0.33.0) and the canary "
+        "set's topology is the endpoint's",
     ),
     "topology over 1000": ("dev", ["topology", "set", "chat-pd", "--decode", "1001"], "in [1, 1000], got 1001"),
     "topology with no counts": ("dev", ["topology", "set", "chat-pd"], "nothing to set"),
@@ -923,3 +929,17 @@ def test_any_sequence_of_accepted_edits_leaves_a_file_that_validates(case: tuple
                 assert path.read_bytes() == before, argv
             assert os.listdir(directory) == [path.name]
             assert path.read_text().splitlines()[0] == header
+
+
+def test_table_output_shows_a_removed_mapping_key_by_key_never_cut(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = copy_stack(tmp_path, "prod")
+    assert fleetctl(["canary", "promote", "summarize"], path) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines()[2:]]
+    assert rows == [
+        ["endpoints.summarize.image", f'"{ECR}:2026.11.1"', f'"{ECR}:2026.11.2"'],
+        ["endpoints.summarize.canary.image", f'"{ECR}:2026.11.2"', "-"],
+        ["endpoints.summarize.canary.weight", "10", "-"],
+        ["endpoints.summarize.canary.replicas", "1", "-"],
+    ]

@@ -251,3 +251,16 @@ def test_base_ref_reads_back_a_base_planned_before(
     assert fleetctl.diff.main(["--base-ref", "HEAD", str(stack), "--format", "json"]) == 2
     capsys.readouterr()
     assert len([command for command in runs if command[1:4] == ["-m", "fleetctl", "plan"]]) == 1
+
+
+def test_diff_reads_back_a_head_planned_before(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], counted_plans: list[str]
+) -> None:
+    stack = tmp_path / "Pulumi.dev.yaml"
+    stack.write_bytes(stack_path("dev").read_bytes())
+    assert main(["plan", "--stack-file", str(stack), "--out", str(tmp_path / "plan")]) == 0
+    empty = tmp_path / "empty.json"
+    empty.write_text(json.dumps({"project": "inference-fleet", "stack": "dev", "resources": []}))
+    assert fleetctl.diff.command.main([str(empty), str(stack), "--output", "json"]) == 2
+    capsys.readouterr()
+    assert counted_plans == [], "HEAD as it is was planned before: read back, not planned again"

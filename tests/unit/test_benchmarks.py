@@ -11,17 +11,9 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import profiles
-from benchmarks.run import (
-    ONE_RUN_FROM,
-    ROOT,
-    Case,
-    Run,
-    edit_section,
-    estimated_seconds,
-    goals,
-    per_extra_resource,
-    repeats_for,
-)
+from benchmarks.records import ONE_RUN_FROM, Case, Run
+from benchmarks.report import edit_section, goals, per_extra_resource
+from benchmarks.run import ROOT, estimated_seconds, repeats_for
 
 
 def _run(total: float, resources: int = 100, peak: float = 200.0) -> Run:
@@ -138,3 +130,30 @@ def test_the_bare_registration_registers_a_replay_under_plain_mocks(tmp_path: Pa
     subprocess.run([sys.executable, "-m", "benchmarks.run", "--child", str(job)], cwd=ROOT, check=True)
     result = json.loads(job.with_suffix(".result.json").read_text())
     assert (result["resources"], result["custom"]) == (4, 2)
+
+
+def test_the_prod_edit_section_reads_the_goal_from_the_cold_figure() -> None:
+    from benchmarks.prod_edit import GOAL_COLD_S, Preview, section
+
+    missed = section(Preview(cold_s=GOAL_COLD_S + 5, warm_s=4.0, profile=(("a.py:1(f)", 1.5, 64000),)))
+    assert f"Cold: {GOAL_COLD_S + 5:.1f} s, goal {GOAL_COLD_S:.0f} s: missed." in missed
+    assert "| `a.py:1(f)` | 1.50 | 64000 |" in missed
+    assert f"Cold: {GOAL_COLD_S - 1:.1f} s, goal {GOAL_COLD_S:.0f} s: held." in section(Preview(GOAL_COLD_S - 1, 1.0))
+    assert section(None) == []
+
+
+def test_the_profile_rows_are_the_functions_with_most_own_time(tmp_path: Path) -> None:
+    import cProfile
+
+    from benchmarks.prod_edit import top_functions
+
+    def busy() -> int:
+        return sum(range(200_000))
+
+    profiler = cProfile.Profile()
+    profiler.runcall(busy)
+    profiler.dump_stats(tmp_path / "p.prof")
+    rows = top_functions(tmp_path / "p.prof", rows=2)
+    assert len(rows) == 2
+    assert rows[0][1] >= rows[1][1]
+    assert any("busy" in name or "sum" in name for name, _, _ in rows)

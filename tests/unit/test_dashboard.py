@@ -18,6 +18,7 @@ from components.platform.grafana import grafana_values
 from components.render.dashboard import dashboard_config_map, dashboard_rows
 from components.render.placement import placed
 from components.spec import parse_stack_config
+from components.spec.images import Framework
 from fleetctl.stackfile import read_stack_file
 from tests.unit.test_golden_manifests import CLUSTER_VERSION
 from tests.unit.test_scaling_queries import promtool
@@ -242,3 +243,24 @@ def test_every_dashboard_query_parses_in_prometheus(tmp_path: Path) -> None:
     result = subprocess.run([promtool(), "check", "rules", str(path)], capture_output=True, text=True, check=False)
     assert result.returncode == 0, result.stdout + result.stderr
     assert f"SUCCESS: {len(queries(board))} rules found" in result.stdout
+
+
+Row = tuple[str, str, naming.Role, Framework]
+
+
+def test_panel_ids_follow_what_a_panel_shows_not_where_it_sits() -> None:
+    row: Row = ("inference", "summarize", "server", "vllm")
+    other: Row = ("inference", "assist", "server", "vllm")
+
+    def panels(*rows: Row) -> list[dict[str, Any]]:
+        (text,) = dashboard_config_map(REGION, rows)["data"].values()
+        return list(json.loads(text)["panels"])
+
+    alone, after_another = panels(row), panels(other, row)
+    moved = after_another[-len(alone) :]
+    assert [panel["title"] for panel in moved] == [panel["title"] for panel in alone]
+    assert [panel["id"] for panel in moved] == [panel["id"] for panel in alone]
+    assert [panel["gridPos"]["y"] for panel in moved] != [panel["gridPos"]["y"] for panel in alone]
+    numbers = [panel["id"] for panel in after_another]
+    assert len(set(numbers)) == len(numbers)
+    assert min(numbers) > 0

@@ -512,7 +512,7 @@ def test_a_kind_is_judged_by_its_worst_resource() -> None:
     base = plan(resource(DEPLOYMENT, "a", deployment(replicas=1)), resource(DEPLOYMENT, "b", deployment()))
     head = plan(resource(DEPLOYMENT, "a", deployment(replicas=2)), resource(DEPLOYMENT, "b", deployment("vllm:9")))
     text = render_text(diff_plans(base, head), "base", "head")
-    assert f"{DEPLOYMENT}: rolling restart (2 update)" in text
+    assert f"{DEPLOYMENT}: rolling restart (1 update: rolling restart, 1 update: in place)" in text
 
 
 # Rendering.
@@ -537,6 +537,7 @@ def test_json_output_is_stable_sorted_and_complete() -> None:
     assert document["regions"]["us-east-1"]["verdicts"][ROLE] == {
         "verdict": "delete",
         "actions": {"delete": 1, "update": 1},
+        "verdicts": {"delete": 1, "in place": 1},
     }
 
 

@@ -13,6 +13,7 @@ import pytest
 
 from components.spec.upgrades import upgrade_problem
 from fleetctl.diff import diff_plans, main, render_json, render_text
+from fleetctl.whole_components import diff_note
 from tests.unit.test_diff import only, plan, resource
 
 CLUSTER = "eks:index:Cluster"
@@ -88,17 +89,18 @@ def test_the_command_shows_the_diff_and_exits_1_on_a_refused_jump(
 
 
 def test_a_min_or_max_edit_says_the_whole_scaling_config_goes_with_the_live_size() -> None:
-    (note,) = only(diff_plans(plan(group(min_size=2)), plan(group(min_size=4, desired=4)))).notes
+    note, whole = only(diff_plans(plan(group(min_size=2)), plan(group(min_size=4, desired=4)))).notes
+    assert whole == diff_note("eks:index:ManagedNodeGroup")
     assert note.startswith("scaling: minSize 2 -> 4, desiredSize 2 -> 4: EKS receives min, max and desired together")
     assert "live size" in note
 
 
 def test_a_desired_size_edit_alone_says_a_deployed_group_keeps_its_size() -> None:
-    (note,) = only(diff_plans(plan(group(desired=2)), plan(group(desired=5)))).notes
+    note, _ = only(diff_plans(plan(group(desired=2)), plan(group(desired=5)))).notes
     assert note.startswith("scaling: desiredSize 2 -> 5: desired_size is the size at creation only")
 
 
 def test_other_node_group_changes_carry_no_scaling_note() -> None:
     changed = group()
     changed["inputs"]["version"] = "1.35"
-    assert only(diff_plans(plan(group()), plan(changed))).notes == ()
+    assert only(diff_plans(plan(group()), plan(changed))).notes == (diff_note("eks:index:ManagedNodeGroup"),)

@@ -274,3 +274,26 @@ def test_a_canary_topology_edit_needs_a_canary_and_a_split_mode() -> None:
     with pytest.raises(EditError) as refused:
         operations.set_topology(store, "kv", prefill=1, decode=None, canary=True)
     assert [problem.path for problem in refused.value.problems] == ["endpoints.kv.canary.topology"]
+
+
+def test_autoscaling_an_endpoint_removes_its_replicas_line_and_says_so() -> None:
+    text = "config:\n  endpoints:\n    a:\n      image: x\n      replicas: 3\n"
+    notes: list[str] = []
+
+    def autoscale(root: CommentedMap) -> None:
+        notes.extend(operations.set_autoscaling(root["config"], "a", min_replicas=1, max_replicas=4))
+
+    after = edited(text, autoscale)
+    assert "replicas: 3" not in after
+    assert "min_replicas: 1" in after
+    assert notes[-1].startswith("replicas (3) is removed: the autoscaler sets the count")
+
+
+def test_a_disabled_autoscaler_keeps_the_replicas_that_then_apply() -> None:
+    text = (
+        "config:\n  endpoints:\n    a:\n      image: x\n      replicas: 3\n      autoscaling:\n        enabled: false\n"
+    )
+    after = edited(text, lambda root: operations.set_autoscaling(root["config"], "a", max_replicas=4))
+    assert "replicas: 3" in after
+    assert "enabled: false" in after
+    assert "max_replicas: 4" in after

@@ -33,6 +33,8 @@ from .stack_builders import (
     with_region,
 )
 
+CPU_IMAGE = "public.ecr.aws/q9t5s3a7/vllm-cpu-release-repo:v0.33.0"
+"""vLLM's CPU build, which runs without a GPU (components/spec/value_checks.py)."""
 ECR_IMAGE = "123456789012.dkr.ecr.us-east-1.amazonaws.com/llm/server:1.2"
 CI_ROLE = "arn:aws:iam::123456789012:role/inference-fleet-ci"
 CERTIFICATE = "arn:aws:acm:us-east-1:123456789012:certificate/0a1b2c3d"
@@ -1316,7 +1318,7 @@ def test_canary_image_is_trimmed_and_weight_and_replicas_default() -> None:
 
 
 def test_endpoint_without_gpus_needs_no_gpu_group() -> None:
-    spec = parsed(with_classic({"gpu_count": 0, "node_group": DELETE}))
+    spec = parsed(with_classic({"gpu_count": 0, "node_group": DELETE, "image": CPU_IMAGE}))
     assert [placement.node_group for placement in spec.placements] == [None]
 
 
