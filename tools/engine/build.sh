@@ -66,7 +66,14 @@ echo "build.sh: building pulumi $cli, pulumi-resource-kubernetes $provider and k
 	github.com/pulumi/pulumi/pkg/v3/cmd/pulumi)
 
 # The provider's main embeds the schema and Terraform mapping generated from the module's own files.
+# `go list -m` names the module's directory only once the module is in the module cache (on a fresh
+# machine nothing has downloaded it yet: the build comes after), so it is downloaded first.
+(cd "$here/provider" && go mod download github.com/pulumi/pulumi-kubernetes/provider/v4)
 module=$(cd "$here/provider" && go list -m -f '{{.Dir}}' github.com/pulumi/pulumi-kubernetes/provider/v4)
+if [[ -z $module ]]; then
+	echo "build.sh: the module cache has no github.com/pulumi/pulumi-kubernetes/provider/v4" >&2
+	exit 1
+fi
 (cd "$here/provider" && go run ./embed "$module" "${provider#v}" . &&
 	"${build[@]}" -o "$staging/bin/pulumi-resource-kubernetes" \
 		-ldflags "-s -w -X github.com/pulumi/pulumi-kubernetes/provider/v4/pkg/version.Version=${provider#v}" .)
@@ -74,7 +81,7 @@ module=$(cd "$here/provider" && go list -m -f '{{.Dir}}' github.com/pulumi/pulum
 (cd "$here/kwok" && "${build[@]}" -o "$staging/bin/kwok" -ldflags "-s -w" sigs.k8s.io/kwok/cmd/kwok)
 # kwok's binary carries no stages (kwokctl writes them into its configuration): the "fast" ones
 # from the module make Nodes Ready and pods Running and Ready at once (kustomize/stage/*/fast).
-kwok=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok)
+kwok=$(cd "$here/kwok" && go list -m -f '{{.Dir}}' sigs.k8s.io/kwok) # downloaded by its build above
 for stage in "$kwok"/kustomize/stage/node/fast/node-initialize.yaml "$kwok"/kustomize/stage/pod/fast/pod-*.yaml; do
 	echo "---"
 	cat "$stage"
