@@ -159,16 +159,21 @@ def load_side(text: str, stack_name: str | None = None) -> Side:
     return planned(open_side(text, stack_name))
 
 
-def load_side_at(ref: str, text: str, stack_name: str | None = None) -> Side:
-    """The stack file at ``text`` as it was at git commit ``ref``, planned by that commit's own
-    program (fleetctl/diff/baseref.py)."""
+def _base_ref_head(text: str) -> Path:
+    """HEAD of a ``--base-ref`` diff: a stack file that exists."""
     path = Path(text).resolve()
     if not path.exists():
         raise InputError([Problem(text, "no such file: --base-ref needs HEAD to be a stack file in a git work tree")])
     if not path.is_file():
         raise InputError([Problem(text, "--base-ref needs HEAD to be a stack file in a git work tree")])
+    return path
+
+
+def load_side_at(ref: str, text: str, stack_name: str | None = None) -> Side:
+    """The stack file at ``text`` as it was at git commit ``ref``, planned by that commit's own
+    program (fleetctl/diff/baseref.py)."""
     try:
-        label, plan = plan_at(ref, path, stack_name)
+        label, plan = plan_at(ref, _base_ref_head(text), stack_name)
     except BaseRefError as error:
         raise InputError(error.problems) from None
     return Side(label, plan)
@@ -232,6 +237,7 @@ def _sides(arguments: argparse.Namespace) -> tuple[Side, Side]:
     if arguments.base_ref is not None:
         if len(sides) != 1:
             raise _UsageError("with --base-ref, give only HEAD (a stack file)")
+        _base_ref_head(sides[0])
         head = open_side(sides[0], name)
         return load_side_at(arguments.base_ref, sides[0], name), planned(head)
     if len(sides) != 2:
