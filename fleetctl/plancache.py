@@ -8,7 +8,7 @@ file, the interpreter and its installed distributions) and the digest of ``plan.
 * the stack: its name and the config the program is given (in-process), or the stack file's bytes
   (``--base-ref``, where the commit's own ``fleetctl plan`` reads the file);
 * the program's sources under its checkout: ``__main__.py``, ``Pulumi.yaml``, ``pyproject.toml``,
-  ``requirements.txt``, ``constraints.txt`` and every file under ``components/``, ``fleetctl/`` and
+  ``requirements.txt``, ``constraints.txt`` and every file under ``components/``, ``front/``, ``fleetctl/`` and
   ``config/`` (the catalog, the pins, the vendored CRDs); tests/component/test_plan_cache.py holds
   that a plan opens no other file of the checkout;
 * the interpreter that plans: its version and every installed distribution with its version (the
@@ -48,7 +48,7 @@ MAX_ENTRIES: Final = 16
 MAX_BYTES: Final = 1024 * 1024 * 1024
 """The cache's plans together; a plan of 400 endpoints in 3 regions is about 60 MiB."""
 SOURCE_FILES: Final = ("__main__.py", "Pulumi.yaml", "pyproject.toml", "requirements.txt", "constraints.txt")
-SOURCE_DIRECTORIES: Final = ("components", "fleetctl", "config")
+SOURCE_DIRECTORIES: Final = ("components", "front", "fleetctl", "config")
 _SKIPPED_DIRECTORIES: Final = frozenset({"__pycache__"})
 _STAGING_PREFIX: Final = ".staging-"
 _DISABLED: Final = ("off", "0", "no", "false")

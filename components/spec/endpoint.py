@@ -235,7 +235,8 @@ class Endpoint(SpecModel):
         "endpoint's pods there (a restart, a second replica or a wake from zero on that node reads the local "
         "copy): model_source is copied by an init container under a lock and mounted read-only at model_path; "
         "a Hub model is downloaded into a Hub cache directory on the node. "
-        "Defaults to stream for vLLM in the pinned images and to sync otherwise (docs/model-delivery.md).",
+        "Defaults to stream for vLLM in its own image repository (any tag) and to sync otherwise "
+        "(docs/model-delivery.md).",
     )
     model_size: ByteSize | None = Field(
         None,

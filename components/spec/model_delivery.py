@@ -12,17 +12,27 @@ from components.spec.base import fail
 from components.spec.images import Framework
 
 
+def _repository(image: str) -> str:
+    """``image`` without its tag or digest."""
+    name = image.split("@", 1)[0]
+    slash = name.rfind("/")
+    colon = name.rfind(":")
+    return name[:colon] if colon > slash else name
+
+
 def streams_by_default(
     framework: Framework | None, accelerator: str, image: str | None, model_path: str | None
 ) -> bool:
-    """Stream where it is known to work: vLLM on NVIDIA GPUs in the pinned vLLM images, which install the
-    streamer with its S3 backend. Another image may lack it (vLLM then fails at start importing it), the
+    """Stream where it is known to work: vLLM on NVIDIA GPUs in vLLM's own image repository (the pinned
+    images' repository, any tag: its OpenAI image installs the streamer with its S3 backend, so a tag bump
+    keeps the way weights load). Another image may lack it (vLLM then fails at start importing it), the
     Neuron images are untested, and a model_path given beside model_source asks for a copy there."""
     pinned = pins().vllm
     return (
         framework == "vllm"
         and accelerator == "nvidia"
-        and image in (pinned.image, pinned.efa_image)
+        and image is not None
+        and _repository(image) in {_repository(pinned.image), _repository(pinned.efa_image)}
         and model_path is None
     )
 

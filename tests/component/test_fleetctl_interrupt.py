@@ -129,7 +129,7 @@ EDITS = [
     ["scale", "assistant", "3"],
     ["endpoint", "add", "extra", "--image", "vllm/vllm-openai:v0.33.0", "--gpu-count", "1", "--model", "Qwen/Qwen3-8B"],
     ["endpoint", "remove", "assistant"],
-    ["topology", "set", "chat-pd", "--decode", "2"],
+    ["topology", "set", "chat-pd", "--decode", "3"],
     ["store", "configure", "kv-cache", "--global-segment-size", "32GiB"],
     ["stop", "assistant"],
     ["image", "set", "assistant", "vllm/vllm-openai:v0.34.0"],

@@ -117,7 +117,14 @@ def test_a_plan_opens_no_file_of_the_checkout_outside_the_keys_sources() -> None
         recording.clear()
     root = PROJECT_ROOT.resolve()
     sources = plancache.source_files(root)
-    inside = {Path(path).resolve() for path in opened if Path(path).resolve().is_relative_to(root)}
+    # The interpreter's own packages are outside the checkout's sources even when its virtualenv sits in
+    # the checkout (.venv): the SDK reads their lines for the same stack traces.
+    packages = Path(sys.prefix).resolve()
+    inside = {
+        Path(path).resolve()
+        for path in opened
+        if Path(path).resolve().is_relative_to(root) and not Path(path).resolve().is_relative_to(packages)
+    }
     read = {path.relative_to(root).as_posix() for path in inside if "__pycache__" not in path.parts}
     read = {path for path in read if not path.startswith("tests/")}
     assert read, "the plan read no file of the checkout: the hook saw nothing"

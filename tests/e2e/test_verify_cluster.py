@@ -25,6 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 TGI = "ghcr.io/huggingface/text-generation-inference:3.3.6"
 TRITON = "nvcr.io/nvidia/tritonserver:25.10-py3"
 VLLM = "vllm/vllm-openai:v0.33.0"
+# A canary runs another image than its primary (validation refuses one that would compare nothing).
+VLLM_CANARY = "vllm/vllm-openai:v0.34.0"
+TGI_CANARY = "ghcr.io/huggingface/text-generation-inference:3.3.7"
+TRITON_CANARY = "nvcr.io/nvidia/tritonserver:25.11-py3"
 TCP = {"transfer": {"protocol": "tcp"}}
 AT_ZERO = {
     "enabled": True,
@@ -32,18 +36,18 @@ AT_ZERO = {
     "decode": {"min_replicas": 0, "max_replicas": 2, "metrics": ["running:32"]},
 }
 ENDPOINTS: dict[str, dict[str, Any]] = {
-    "canary-good": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
-    "canary-skewed": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
-    "canary-uncounted": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
-    "canary-broken": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
-    "canary-lagging": classic_endpoint({"canary": {"image": VLLM, "weight": 10}}),
-    "canary-tgi": classic_endpoint({"image": TGI, "canary": {"image": TGI, "weight": 10}}),
+    "canary-good": classic_endpoint({"canary": {"image": VLLM_CANARY, "weight": 10}}),
+    "canary-skewed": classic_endpoint({"canary": {"image": VLLM_CANARY, "weight": 10}}),
+    "canary-uncounted": classic_endpoint({"canary": {"image": VLLM_CANARY, "weight": 10}}),
+    "canary-broken": classic_endpoint({"canary": {"image": VLLM_CANARY, "weight": 10}}),
+    "canary-lagging": classic_endpoint({"canary": {"image": VLLM_CANARY, "weight": 10}}),
+    "canary-tgi": classic_endpoint({"image": TGI, "canary": {"image": TGI_CANARY, "weight": 10}}),
     "canary-triton": classic_endpoint(
         {
             "image": TRITON,
             "model": "identity",
             "model_source": "s3://models/repository",
-            "canary": {"image": TRITON, "weight": 10},
+            "canary": {"image": TRITON_CANARY, "weight": 10},
         }
     ),
     "pd-good": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP}),
@@ -57,9 +61,15 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
     "rdma-group-fallback": mooncake_endpoint(
         {"mooncake": {"roles": {"prefill": {"nodes": 2}, "decode": {"nodes": 2}}}}
     ),
-    "pdc-good": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
-    "pdc-skewed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
-    "pdc-crossed": mooncake_endpoint({"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM, "weight": 10}}),
+    "pdc-good": mooncake_endpoint(
+        {"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM_CANARY, "weight": 10}}
+    ),
+    "pdc-skewed": mooncake_endpoint(
+        {"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM_CANARY, "weight": 10}}
+    ),
+    "pdc-crossed": mooncake_endpoint(
+        {"node_group": "gpu", "mooncake": TCP, "canary": {"image": VLLM_CANARY, "weight": 10}}
+    ),
     "zero-wakes": mooncake_endpoint({"node_group": "gpu", "mooncake": {**TCP, "autoscaling": AT_ZERO}}),
     "zero-asleep": mooncake_endpoint({"node_group": "gpu", "mooncake": {**TCP, "autoscaling": AT_ZERO}}),
     # A classic endpoint at zero behind its gate; its server's own health path is not the gate's.
@@ -70,7 +80,7 @@ ENDPOINTS: dict[str, dict[str, Any]] = {
         {
             "node_group": "gpu",
             "mooncake": {**TCP, "mode": "store", "topology": None},
-            "canary": {"image": VLLM, "weight": 10},
+            "canary": {"image": VLLM_CANARY, "weight": 10},
         }
     ),
 }
