@@ -27,6 +27,7 @@ from components.render.placement import PlacedEndpoint
 from components.render.proxy import PROXY_METRICS_PORT, PROXY_PORT, REFRESH_SECONDS
 from tests.e2e.namespace import run_driver
 from tests.e2e.test_mooncake_proxy import ADMIN_KEY, PORT, rendered_proxy, split_endpoint
+from tests.front.test_metrics import SERIES_AT_ZERO
 from tests.unit.stack_builders import mooncake_endpoint, placed_endpoint, stack_config
 
 RECOVERY_SECONDS = REFRESH_SECONDS + 3
@@ -115,14 +116,7 @@ pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs u
 def test_every_series_is_exported_at_zero_before_any_request(scene: dict[str, Any]) -> None:
     for metrics in scene["before_any_request"].values():
         assert metrics["content_type"] == EXPOSITION_TYPE
-        assert samples(metrics["text"]) == {
-            (PROXY_REQUESTS, ()): 0,
-            (PROXY_UNSERVED, (("backend", "prefill"),)): 0,
-            (PROXY_UNSERVED, (("backend", "decode"),)): 0,
-            (PROXY_ANSWERED, ()): 0,
-            (PROXY_IN_FLIGHT, ()): 0,
-            (PROXY_LAST_REQUEST, ()): 0,
-        }
+        assert samples(metrics["text"]) == SERIES_AT_ZERO
 
 
 def test_at_zero_the_proxy_stays_healthy_and_answers_503_with_retry_after(scene: dict[str, Any]) -> None:

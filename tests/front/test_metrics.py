@@ -18,6 +18,16 @@ from front import metrics
 from front.metrics import Counts, exposition
 from tests.prometheus_tools import binary
 
+SERIES_AT_ZERO = {
+    (PROXY_REQUESTS, ()): 0,
+    (PROXY_UNSERVED, (("backend", "prefill"),)): 0,
+    (PROXY_UNSERVED, (("backend", "decode"),)): 0,
+    (PROXY_ANSWERED, ()): 0,
+    (PROXY_IN_FLIGHT, ()): 0,
+    (PROXY_LAST_REQUEST, ()): 0,
+}
+"""A proxy's every series (name, labels) before any request: each at 0."""
+
 
 def test_the_programs_series_are_the_names_the_rendering_uses() -> None:
     """The program runs alone in its pod and cannot import components.metric_table."""
@@ -37,14 +47,7 @@ def test_the_exposition_is_prometheus_text_with_every_series_from_start() -> Non
         PROXY_LAST_REQUEST: "gauge",
     }
     values = {(s.name, tuple(s.labels.items())): s.value for f in families.values() for s in f.samples}
-    assert values == {
-        (PROXY_REQUESTS, ()): 0,
-        (PROXY_UNSERVED, (("backend", "prefill"),)): 0,
-        (PROXY_UNSERVED, (("backend", "decode"),)): 0,
-        (PROXY_ANSWERED, ()): 0,
-        (PROXY_IN_FLIGHT, ()): 0,
-        (PROXY_LAST_REQUEST, ()): 0,
-    }
+    assert values == SERIES_AT_ZERO
 
 
 def test_the_exposition_carries_the_counts() -> None:
