@@ -184,6 +184,8 @@ def _validate_or_plan(arguments: argparse.Namespace) -> int:
     except ProblemsError as error:  # the stack file, or its config
         return _report(error.problems, arguments)
     if arguments.command == "validate":
+        if stack_file.unset_secrets:  # the config is sound, but `pulumi preview` would fail on decrypting them
+            return _report(stack_file.unset_secrets, arguments)
         if arguments.output == "json":
             _print_json(validate_record(stack_file, spec))
             return 0
@@ -192,6 +194,8 @@ def _validate_or_plan(arguments: argparse.Namespace) -> int:
             f"{len(spec.endpoints)} endpoint(s); {len(spec.placements)} placement(s))"
         )
         return 0
+    for problem in stack_file.unset_secrets:  # the offline plan never decrypts: it goes on, and says so
+        print(problem.line_as("warning"), file=sys.stderr)
     out = arguments.out or _default_out(stack_file.stack)
     try:
         check_output(out)  # before the program runs: a refused directory is known at once

@@ -19,7 +19,14 @@ from ruamel.yaml.events import AliasEvent, MappingEndEvent, MappingStartEvent, S
 from components.aws_config import aws_settings
 from components.spec import NAMESPACE, StackSpec
 from components.spec.errors import Problem, ProblemsError, SpecError, did_you_mean, dotted
-from components.spec.secrets import SECRETS_KEY, plaintext_paths, redacted, set_command, stand_ins
+from components.spec.secrets import (
+    SECRETS_KEY,
+    plaintext_paths,
+    redacted,
+    set_command,
+    stand_ins,
+    unset_secret_paths,
+)
 from components.validation import validate_stack
 from fleetctl.namespaces import foreign_key_problems, missing_keys_problem
 from fleetctl.positions import locate
@@ -41,6 +48,9 @@ class StackFile:
     key with each value replaced by a placeholder (fleetctl never decrypts)."""
     secret_keys: tuple[str, ...] = ()
     """The keys of ``engine_config`` the engine would mark secret (``inference-fleet:secrets``)."""
+    unset_secrets: tuple[Problem, ...] = ()
+    """Secret values no secrets provider could decrypt (placeholders): ``fleetctl validate`` refuses them,
+    the offline plan, which never decrypts, warns (components/spec/secrets.py decryptable)."""
 
 
 class StackFileError(ProblemsError):
@@ -162,6 +172,7 @@ def _from_document(path: Path, document: Any, data: bytes) -> StackFile:
     engine: dict[str, str] = {}
     secret_keys: list[str] = []
     problems: list[Problem] = []
+    unset: list[Problem] = []
     for raw_key, value in config.items():
         key = str(raw_key)
         namespace, _, name = key.rpartition(":")
@@ -173,6 +184,14 @@ def _from_document(path: Path, document: Any, data: bytes) -> StackFile:
                     f"is plaintext in the stack file; write it encrypted: {set_command(str(path[1]), str(path[2]))}",
                 )
                 for path in plaintext_paths(value)
+            ]
+            unset += [
+                Problem(
+                    dotted(path),
+                    "is not a value Pulumi encrypted (a placeholder?): no secrets provider can decrypt it, so "
+                    f"`pulumi preview` would fail on it; set it with {set_command(str(path[1]), str(path[2]))}",
+                )
+                for path in unset_secret_paths(value)
             ]
             project[name] = redacted(value)  # as the program validates it: the ciphertext is no input
             engine[full_key] = json.dumps(stand_ins(value), default=str)
@@ -205,6 +224,7 @@ def _from_document(path: Path, document: Any, data: bytes) -> StackFile:
         project_config=project,
         engine_config=engine,
         secret_keys=tuple(secret_keys),
+        unset_secrets=locate(unset, path, data),
     )
 
 

@@ -40,8 +40,12 @@ class Problem:
         return f"{self.file}:{self.line}:{self.column or 1}"
 
     def __str__(self) -> str:
+        return self.line_as("error")
+
+    def line_as(self, kind: str) -> str:
+        """The one line ``kind: file:line:column: path: message`` (``error``, or ``warning``)."""
         path = "" if self.path == self.file else self.path  # a problem of the file itself names it once
-        return "error: " + ": ".join(part for part in (self.position, path, self.message) if part)
+        return f"{kind}: " + ": ".join(part for part in (self.position, path, self.message) if part)
 
     def as_json(self) -> dict[str, Any]:
         record: dict[str, Any] = {"path": self.path, "message": self.message}

@@ -318,15 +318,20 @@ class ClusterAccess(SpecModel):
         default=(),
     )
     public_access_cidrs: tuple[Cidr, ...] = items(
-        "IPv4 CIDRs that may reach the public API endpoint. Empty (the default): no public endpoint, the API "
-        "answers only inside the VPC and networks connected to it.",
+        "IPv4 CIDRs that may reach the public API endpoint. Set, the endpoint's name resolves to the public "
+        "addresses everywhere outside the VPC (a VPN or peered network too, unless it forwards DNS to the VPC's "
+        "resolver), so a client outside the VPC gets in only from these. Empty (the default): no public endpoint, "
+        "the name resolves to the private addresses and the API answers only inside the VPC and networks "
+        "connected to it.",
         default=(),
     )
     private_access_cidrs: tuple[Cidr, ...] = items(
         "IPv4 CIDRs of networks connected to the VPC (a VPN, a peered or transit-gateway VPC, Direct Connect, "
         "or the VPC's own subnets where a runner runs) that may reach the private API endpoint: each becomes an "
         "HTTPS (443) ingress rule on the EKS cluster security group, which otherwise admits only the cluster's "
-        "own nodes. A region without public_access_cidrs needs them and an existing vpc.id (docs/cluster-access.md).",
+        "own nodes. With public_access_cidrs set, only clients that resolve the name to the private addresses use "
+        "them: inside the VPC, or a network forwarding DNS to a Route 53 Resolver inbound endpoint in the VPC. A "
+        "region without public_access_cidrs needs them and an existing vpc.id (docs/cluster-access.md).",
         default=(),
     )
 

@@ -11,6 +11,8 @@ ciphertext as fleetctl reads it, or a placeholder where the program read the pla
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 from collections.abc import Iterable, Iterator, Mapping
 from typing import Annotated, Any
@@ -150,5 +152,52 @@ def plaintext_paths(value: Any) -> list[list[str | int]]:
                     ["secrets", str(name), str(key)]
                     for key, item in data.items()
                     if not (isinstance(item, Mapping) and list(item) == [SECURE])
+                ]
+    return found
+
+
+NONCE_BYTES = 12
+TAG_BYTES = 16
+"""AES-256-GCM's nonce and authentication tag, as Pulumi seals a value."""
+
+
+def _standard_base64(text: str) -> bytes | None:
+    try:
+        return base64.b64decode(text, validate=True)
+    except (binascii.Error, ValueError):
+        return None
+
+
+def decryptable(ciphertext: str) -> bool:
+    """Whether some Pulumi secrets provider could decrypt ``ciphertext``, judged by its shape alone.
+
+    The passphrase and cloud KMS providers write ``v1:<nonce>:<sealed>``, both standard base64, a
+    12-byte nonce and AES-256-GCM's output with its 16-byte tag (pulumi/pulumi
+    sdk/go/common/resource/config/crypt.go, symmetricCrypter.EncryptValue and DecryptValue, which
+    refuses any other shape); Pulumi Cloud writes its ciphertext in standard base64 alone
+    (pkg/secrets/service/manager.go, serviceCrypter). A value of neither shape was never written by
+    ``pulumi config set --secret``: the example's placeholders, or an edit by hand."""
+    if ciphertext.startswith("v1:"):
+        parts = ciphertext.split(":")
+        if len(parts) != 3:
+            return False
+        nonce, sealed = _standard_base64(parts[1]), _standard_base64(parts[2])
+        return nonce is not None and len(nonce) == NONCE_BYTES and sealed is not None and len(sealed) >= TAG_BYTES
+    return bool(_standard_base64(ciphertext))
+
+
+def unset_secret_paths(value: Any) -> list[list[str | int]]:
+    """Paths of ``secure`` values under ``secrets`` that no secrets provider could decrypt."""
+    found: list[list[str | int]] = []
+    if isinstance(value, Mapping):
+        for name, data in value.items():
+            if isinstance(data, Mapping):
+                found += [
+                    ["secrets", str(name), str(key)]
+                    for key, item in data.items()
+                    if isinstance(item, Mapping)
+                    and list(item) == [SECURE]
+                    and isinstance(item[SECURE], str)
+                    and not decryptable(item[SECURE])
                 ]
     return found

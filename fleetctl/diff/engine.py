@@ -15,6 +15,7 @@ from typing import Any
 from fleetctl import whole_components
 from fleetctl.diff import generated
 from fleetctl.diff.eks_changes import upgrade_refusals, with_scaling_notes
+from fleetctl.diff.front_vpc import with_security_group_notes
 from fleetctl.diff.values import (
     ABSENT,
     JSON_TEXT,
@@ -446,6 +447,7 @@ def diff_plans(base_plan: Mapping[str, Any], head_plan: Mapping[str, Any]) -> Pl
         replace(_created_or_deleted(DELETE, base_by_urn[urn], base_by_urn), urn=originals.get(urn, urn)) for urn in gone
     ]
     results = [_with_whole_note(result) for result in with_scaling_notes(results)]
+    results = with_security_group_notes(results, base_by_urn.values())
     return PlanDiff(tuple(sorted(results, key=_order)), matched_by, upgrade_refusals(results))
 
 

@@ -26,7 +26,7 @@ config:
 """
 
 
-@pytest.mark.parametrize("stack", ["dev", "prod", "existing"])
+@pytest.mark.parametrize("stack", ["dev", "existing"])
 def test_validate_accepts_the_example_stacks_with_a_one_line_summary(
     stack: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -35,6 +35,18 @@ def test_validate_accepts_the_example_stacks_with_a_one_line_summary(
     assert len(out.splitlines()) == 1
     assert f"Pulumi.{stack}.yaml: valid (" in out
     assert err == ""
+
+
+def test_validate_refuses_prod_until_its_placeholder_secrets_are_set(capsys: pytest.CaptureFixture[str]) -> None:
+    # `pulumi preview` would fail decrypting them, after `fleetctl validate` said the stack was fine.
+    assert main(["validate", "--stack", "prod"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert [line.split(": ")[2] for line in err.splitlines()] == [
+        "secrets.hf-token.token",
+        "secrets.chat-proxy-admin.ADMIN_API_KEY",
+    ]
+    assert "set it with pulumi config set --secret --path 'inference-fleet:secrets.hf-token.token' <value>" in err
 
 
 def test_validate_rejects_with_error_lines_on_stderr(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -103,7 +115,10 @@ def test_plan_is_byte_identical_for_the_same_input(stack: str, tmp_path: Path) -
 
 def test_plan_summary_names_resources_by_region(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["plan", "--stack", "prod", "--out", str(tmp_path / "p")]) == 0
-    out = capsys.readouterr().out
+    out, err = capsys.readouterr()
+    # The offline plan never decrypts: prod's placeholder secrets are a warning there, not a refusal.
+    assert [line.split(": ")[0] for line in err.splitlines()] == ["warning", "warning"]
+    assert "secrets.chat-proxy-admin.ADMIN_API_KEY: is not a value Pulumi encrypted" in err
     assert "eu-west-1" in out
     assert "pulumi:providers:aws" in out
     assert "plan.json" in out

@@ -218,8 +218,9 @@ def test_the_cluster_admin_policy_carries_the_regions_partition(tmp_path: Path) 
 @pytest.mark.parametrize("region", PROD_REGIONS)
 def test_prod_clusters_admit_the_ci_role_and_answer_the_ci_runners_and_the_connected_networks(region: str) -> None:
     """Prod's VPCs are created by the stack, so the first `pulumi up` reaches each API through the
-    public endpoint, open to the CI runners' egress only; the VPN and peered networks get 443 on the
-    private endpoint once they are connected."""
+    public endpoint, open to the CI runners' egress only. The 443 rule for 10.0.0.0/8 serves only clients
+    that resolve the name to the private endpoint: with the public one on, that is inside the VPC, or a
+    network forwarding DNS to a Route 53 Resolver inbound endpoint there (docs/cluster-access.md)."""
     plan = example_plan("prod")
     access = admin_access(plan, region)
     assert {name: recorded(*resources) for name, resources in access.items()} == {

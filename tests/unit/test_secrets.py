@@ -7,17 +7,19 @@ kubernetes pkg/kubelet/kubelet_pods.go makeEnvironmentVariables)."""
 
 from __future__ import annotations
 
+import base64
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components.spec import SpecError, parse_stack_config
-from components.spec.secrets import REDACTED, redacted, stand_ins
+from components.spec.secrets import REDACTED, redacted, stand_ins, unset_secret_paths
 from fleetctl.stackfile import StackFileError, parse_stack_bytes
 
 from .stack_builders import classic_endpoint, mooncake_endpoint, stack_config
 
+ROOT = Path(__file__).resolve().parents[2]
 HF = {"HF_TOKEN": {"secret": "hf-token", "key": "token"}}
 
 
@@ -103,3 +105,45 @@ def test_secure_values_elsewhere_are_still_refused() -> None:
         parse_stack_bytes(Path("Pulumi.prod.yaml"), text.encode())
     (problem,) = refused.value.problems
     assert "inference-fleet:secrets" in problem.message
+
+
+# A value `pulumi config set --secret` wrote: AES-256-GCM, a 12-byte nonce and the sealed text with its
+# 16-byte tag, each standard base64 (pulumi/pulumi sdk/go/common/resource/config/crypt.go,
+# symmetricCrypter.EncryptValue: the passphrase and cloud KMS providers), or Pulumi Cloud's ciphertext
+# in standard base64 alone (pkg/secrets/service/manager.go, serviceCrypter.EncryptValue).
+SEALED = "v1:" + base64.b64encode(bytes(12)).decode() + ":" + base64.b64encode(bytes(16 + 5)).decode()
+SERVICE = base64.b64encode(b"\x00\x01\x02" * 20).decode()
+PLACEHOLDER = "v1:cGxhY2Vob2xkZXI=:replace-with-pulumi-config-set-secret"
+
+
+def secrets_with(value: str) -> dict[str, Any]:
+    return {"hf-token": {"token": {"secure": value}}, "chat-proxy-admin": {"ADMIN_API_KEY": {"secure": SEALED}}}
+
+
+@pytest.mark.parametrize("value", [SEALED, SERVICE])
+def test_a_value_a_secrets_provider_wrote_can_be_decrypted(value: str) -> None:
+    assert unset_secret_paths(secrets_with(value)) == []
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        PLACEHOLDER,  # prod's: the nonce is 11 bytes and the rest is not base64
+        "v1:" + base64.b64encode(bytes(12)).decode() + ":c2hvcnQ=",  # shorter than GCM's tag
+        "v2:" + SEALED[3:],
+        "replace-me",
+    ],
+)
+def test_a_value_no_secrets_provider_could_decrypt_is_found(value: str) -> None:
+    assert unset_secret_paths(secrets_with(value)) == [["secrets", "hf-token", "token"]]
+
+
+def test_the_example_prod_stack_holds_its_placeholders_until_they_are_set() -> None:
+    stack_file = parse_stack_bytes(Path("Pulumi.prod.yaml"), (ROOT / "stacks" / "Pulumi.prod.yaml").read_bytes())
+    assert [(problem.path, problem.line) for problem in stack_file.unset_secrets] == [
+        ("secrets.hf-token.token", 107),
+        ("secrets.chat-proxy-admin.ADMIN_API_KEY", 110),
+    ]
+    (first, _) = stack_file.unset_secrets
+    assert "pulumi config set --secret --path 'inference-fleet:secrets.hf-token.token' <value>" in first.message
+    assert "replace-with" not in first.message
