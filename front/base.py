@@ -77,7 +77,11 @@ class Front:
         refused. Raises what ``send`` and reading raise."""
         for attempt in range(RESENT_ON_ABORT + 1):
             answer = await send(self.fresh if attempt else self.session)
-            head = await read_ahead(answer)
+            try:
+                head = await read_ahead(answer)
+            except BaseException:  # the client gone (cancelled) before the first token: so is the backend's request
+                answer.close()
+                raise
             if head is not None:
                 return answer, head
             LOG.info("%s refused %s (its engine drains): sending it again on a fresh connection", answer.url, what)

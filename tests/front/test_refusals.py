@@ -55,8 +55,13 @@ class Backend:
         self.refusals = refusals
         self.ports: list[int] = []
 
+        self.cut = asyncio.Event()
+        """A stream held before its first token saw its connection closed."""
+
     async def completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
+        if body.get("hold"):
+            return await self.held(request)
         self.ports.append(request.transport.get_extra_info("peername")[1] if request.transport else 0)
         refused, self.refusals = self.refusals > 0, self.refusals - 1
         if not body.get("stream"):
@@ -66,6 +71,18 @@ class Backend:
         await response.prepare(request)  # chunked, kept alive after its end, as uvicorn's
         await response.write(events(ROLE, CHAT_ABORT) if refused else events(ROLE, TOKEN))
         await response.write_eof()
+        return response
+
+    async def held(self, request: web.Request) -> web.StreamResponse:
+        """The role, then no token (a long prefill) for 5 s, or until the connection closes."""
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(events(ROLE).removesuffix(b"data: [DONE]\n\n"))
+        try:
+            await asyncio.sleep(5)
+        except asyncio.CancelledError:  # aiohttp's server cancels a handler whose connection was lost
+            self.cut.set()
+            raise
         return response
 
 
@@ -147,3 +164,22 @@ def test_an_answer_that_is_not_a_completion_is_left_unread() -> None:
             return await read_ahead(answer)  # 404: nothing to read ahead of the client
 
     assert against(Backend(refusals=0), test) == b""
+
+
+def test_a_client_gone_before_the_first_token_ends_the_backends_request() -> None:
+    """The front reads a stream's opening before it answers its client; a client that leaves meanwhile
+    (its handler cancelled) closes the backend's connection, as it does once the answer is relayed."""
+    backend = Backend(refusals=0)
+
+    async def test(front: Front, url: str) -> bool:
+        async def send(session: aiohttp.ClientSession) -> aiohttp.ClientResponse:
+            return await session.post(url, json={"messages": [], "stream": True, "hold": True})
+
+        reading = asyncio.ensure_future(front.unrefused(send, "a chat"))
+        await asyncio.sleep(0.3)
+        reading.cancel()
+        await asyncio.gather(reading, return_exceptions=True)
+        await asyncio.wait_for(backend.cut.wait(), 3)
+        return backend.cut.is_set()
+
+    assert against(backend, test)
