@@ -15,6 +15,7 @@ Its modules, each one seam:
 - ``gate``: every request forwarded as it came to one server;
 - ``base``: what both share (``/health``, ``/metrics``, the counts, the answer while at zero);
 - ``relay``: sending, forwarding and streaming answers back, and the errors the front answers;
+- ``refusals``: what a draining engine answers instead of running a request, read before the client gets it;
 - ``metrics``: the counts and their Prometheus exposition;
 - ``routing``: routing policies (which backend takes a request), pure, simulated in benchmarks/routing;
 - ``serve``: the arguments, the applications on the two ports, the drain on SIGTERM.

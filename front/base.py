@@ -3,26 +3,35 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import aiohttp
 from aiohttp import web
 
 from front.metrics import EXPOSITION_TYPE, Counts, exposition
+from front.refusals import RESENT_ON_ABORT, read_ahead
 from front.relay import SCALED_TO_ZERO
 from front.watch import Watch
+
+LOG = logging.getLogger("mooncake-proxy")
 
 
 class Front:
     """What the proxy and the gate share: /health, /metrics, the counts and the answer at zero."""
 
     def __init__(
-        self, arguments: argparse.Namespace, watch: Watch, session: aiohttp.ClientSession, backends: Sequence[str]
+        self,
+        arguments: argparse.Namespace,
+        watch: Watch,
+        sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession],
+        backends: Sequence[str],
     ) -> None:
         self.watch = watch
-        self.session = session
+        self.session, self.fresh = sessions
+        """The pool's session, and one whose every request opens a connection of its own (``unrefused``)."""
         self.scale_to_zero = frozenset(arguments.scale_to_zero)
         self.retry_after_seconds: int = arguments.retry_after_seconds
         self.counts = Counts(unserved=dict.fromkeys(backends, 0))
@@ -58,6 +67,25 @@ class Front:
             return await self.answer(request)
         finally:
             self.counts.in_flight -= 1
+
+    async def unrefused(
+        self, send: Callable[[aiohttp.ClientSession], Awaitable[aiohttp.ClientResponse]], what: str
+    ) -> tuple[aiohttp.ClientResponse, bytes] | None:
+        """A completion's answer from ``send``, and what was read of it (refusals.read_ahead): sent on a
+        pooled connection, then again on a fresh one (another pod behind the Service) while the engine
+        refuses it "abort" (a draining vLLM), ``RESENT_ON_ABORT`` times at most; None when every try was
+        refused. Raises what ``send`` and reading raise."""
+        for attempt in range(RESENT_ON_ABORT + 1):
+            answer = await send(self.fresh if attempt else self.session)
+            try:
+                head = await read_ahead(answer)
+            except BaseException:  # the client gone (cancelled) before the first token: so is the backend's request
+                answer.close()
+                raise
+            if head is not None:
+                return answer, head
+            LOG.info("%s refused %s (its engine drains): sending it again on a fresh connection", answer.url, what)
+        return None
 
     def routed(self, path: str) -> bool:
         """Whether ``path`` is one the front sends to its backends."""

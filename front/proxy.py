@@ -5,7 +5,10 @@ with ``do_remote_decode`` and a transfer id), then decode through the decode Ser
 engine's bootstrap address and engine id (``do_remote_prefill``), the decode's answer
 streamed back. The decoder pulls the KV from the very engine that prefilled it. A prefill that
 finished other than at its length is the answer; ``n`` > 1 and prompt lists are refused 400
-(``unsplittable``); the rest of vLLM's client surface goes to decode as it came (``FORWARDED_PATHS``)."""
+(``unsplittable``); the rest of vLLM's client surface goes to decode as it came (``FORWARDED_PATHS``).
+A draining engine refuses new requests "abort" (refusals.py): a refusing prefill pod is left for
+another, a refused decode is sent again on a fresh connection (another decode pod), under the same
+transfer, before the client gets any of it."""
 
 from __future__ import annotations
 
@@ -20,13 +23,11 @@ import aiohttp
 from aiohttp import web
 
 from front.base import Front
+from front.refusals import COMPLETION_PATHS, RESENT_ON_ABORT, refused_by_engine
 from front.relay import REQUEST_TIMEOUT, error, forward, forwarded_headers, relay, scaled_to_zero, sent
 from front.watch import ROLES, Engine, Peers
 
 LOG = logging.getLogger("mooncake-proxy")
-COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
-"""The routes split into a prefill and a decode (vLLM 0.33.0 entrypoints/openai/completion/api_router.py
-and chat_completion/api_router.py)."""
 FORWARDED_PATHS = frozenset({"/tokenize", "/detokenize", "/tokenizer_info", "/version"})
 FORWARDED_PREFIX = "/v1/"
 NOT_FORWARDED = frozenset({"/v1/load_lora_adapter", "/v1/unload_lora_adapter", "/v1/realtime"})
@@ -99,15 +100,6 @@ def finished_for_decode(answer: Any) -> bool:
     return all(isinstance(c, dict) and c.get("finish_reason") == PREFILL_FINISHED_FOR_DECODE for c in choices)
 
 
-def refused_by_engine(answer: Any) -> bool:
-    """Whether the engine finished the request without running it: "abort" (a draining vLLM refuses every
-    new request so: v1/engine/core.py ``_reject_add_in_shutdown``, while its server still accepts and its
-    /health answers 200: entrypoints/launchers/launcher.py) or "error". Another pod may run it."""
-    choices = answer.get("choices") if isinstance(answer, dict) else None
-    finished = {c.get("finish_reason") for c in choices if isinstance(c, dict)} if isinstance(choices, list) else set()
-    return bool(finished & {"abort", "error"})
-
-
 def as_events(path: str, answer: dict[str, Any], body: dict[str, Any]) -> bytes:
     """A whole completion (vLLM's non-streamed answer) as the server-sent events vLLM streams for it:
     one chunk per choice (chat: ``chat.completion.chunk`` with the message as its ``delta``), a usage
@@ -133,8 +125,13 @@ def as_events(path: str, answer: dict[str, Any], body: dict[str, Any]) -> bytes:
 
 
 class Proxy(Front):
-    def __init__(self, arguments: argparse.Namespace, peers: Peers, session: aiohttp.ClientSession) -> None:
-        super().__init__(arguments, peers, session, ROLES)
+    def __init__(
+        self,
+        arguments: argparse.Namespace,
+        peers: Peers,
+        sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession],
+    ) -> None:
+        super().__init__(arguments, peers, sessions, ROLES)
         self.decode = arguments.decode
         self.peers = peers
         self.key = os.environ.get("VLLM_API_KEY")
@@ -174,23 +171,10 @@ class Proxy(Front):
                     events = as_events(request.path, prefill_answer, body)
                     return web.Response(body=events, content_type="text/event-stream")
                 return web.json_response(prefill_answer)
-            payload = {
-                **body,
-                "kv_transfer_params": {
-                    "do_remote_decode": False,
-                    "do_remote_prefill": True,
-                    "remote_bootstrap_addr": self.peers.bootstrap_url(engine.host),
-                    "remote_engine_id": engine.engine_id,
-                    "transfer_id": f"xfer-{request_id}",
-                },
-            }
-            url = f"{self.decode}{request.path}"
-            try:
-                answer = await sent(
-                    self.session, "POST", url, json=payload, headers=self.headers(request_id), timeout=REQUEST_TIMEOUT
-                )
-            except (TimeoutError, aiohttp.ClientError) as failure:
-                return self.decode_unreachable(failure)
+            decoded = await self.decoded(request.path, body, engine, request_id)
+            if isinstance(decoded, web.Response):
+                return decoded
+            answer, head = decoded
             if answer.status >= 500 and not retried and not await self.peers.still_current(engine):
                 # The prefill pod restarted since the last refresh, so decode found no engine
                 # under the id we named and the KV went with the old process: prefill again.
@@ -199,7 +183,36 @@ class Proxy(Front):
                 LOG.warning("prefill %s restarted under request %s: prefilling again", engine.host, request_id)
                 continue
             self.counts.answered += 1
-            return await relay(request, answer)
+            return await relay(request, answer, head=head)
+
+    async def decoded(
+        self, path: str, body: dict[str, Any], engine: Engine, request_id: str
+    ) -> tuple[aiohttp.ClientResponse, bytes] | web.Response:
+        """Decode's answer to the request ``engine`` prefilled and what was read of it (``Front.unrefused``),
+        or the answer to give the client."""
+        payload = {
+            **body,
+            "kv_transfer_params": {
+                "do_remote_decode": False,
+                "do_remote_prefill": True,
+                "remote_bootstrap_addr": self.peers.bootstrap_url(engine.host),
+                "remote_engine_id": engine.engine_id,
+                "transfer_id": f"xfer-{request_id}",
+            },
+        }
+        url, headers = f"{self.decode}{path}", self.headers(request_id)
+
+        async def send(session: aiohttp.ClientSession) -> aiohttp.ClientResponse:
+            return await sent(session, "POST", url, json=payload, headers=headers, timeout=REQUEST_TIMEOUT)
+
+        try:
+            unrefused = await self.unrefused(send, f"request {request_id}")
+        except (TimeoutError, aiohttp.ClientError) as failure:
+            return self.decode_unreachable(failure)
+        if unrefused is None:
+            self.counts.unserved_by(["decode"])
+            return error(503, f"decode refused the request {RESENT_ON_ABORT + 1} times: its pods are draining")
+        return unrefused
 
     def decode_unreachable(self, failure: Exception) -> web.Response:
         self.peers.decode_up = False

@@ -94,11 +94,11 @@ async def forward(
 
 
 async def relay(
-    request: web.Request, answer: aiohttp.ClientResponse, forward_headers: bool = False
+    request: web.Request, answer: aiohttp.ClientResponse, forward_headers: bool = False, head: bytes = b""
 ) -> web.StreamResponse:
     """A backend's answer, streamed as it comes (server-sent events included): its status and content
     type, and with ``forward_headers`` every header but the hop-by-hop ones (its length kept, so a
-    sized answer stays sized)."""
+    sized answer stays sized); ``head`` is what was read of it already (refusals.read_ahead)."""
     async with answer:
         if forward_headers:
             dropped = (HOP_BY_HOP - {"content-length"}) | connection_headers(answer.headers)
@@ -108,6 +108,8 @@ async def relay(
             response = web.StreamResponse(status=answer.status)
             response.content_type = answer.content_type
         await response.prepare(request)
+        if head:
+            await response.write(head)
         async for chunk in answer.content.iter_any():
             await response.write(chunk)
         await response.write_eof()

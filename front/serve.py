@@ -37,14 +37,18 @@ def application(arguments: argparse.Namespace) -> web.Application:
         # request never goes out on a connection the server is closing.
         connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_TO_PEERS_SECONDS)
         # The gate passes answers on as they came, compressed or not.
-        session = aiohttp.ClientSession(connector=connector, auto_decompress=arguments.forward is None)
+        decompress = arguments.forward is None
+        session = aiohttp.ClientSession(connector=connector, auto_decompress=decompress)
+        # A request a draining engine refused goes again on a connection of its own (front/refusals.py).
+        once = aiohttp.TCPConnector(limit=0, force_close=True)
+        fresh = aiohttp.ClientSession(connector=once, auto_decompress=decompress)
         watch: Watch
         if arguments.forward is not None:
             server = Server(arguments, session)
-            app[FRONT], watch = Gate(arguments, server, session), server
+            app[FRONT], watch = Gate(arguments, server, (session, fresh)), server
         else:
             peers = Peers(arguments, session)
-            app[FRONT], watch = Proxy(arguments, peers, session), peers
+            app[FRONT], watch = Proxy(arguments, peers, (session, fresh)), peers
         refresh = asyncio.create_task(watch.run())
         metrics = await metrics_site(arguments, app[FRONT]) if arguments.metrics_port is not None else None
         yield
@@ -54,6 +58,7 @@ def application(arguments: argparse.Namespace) -> web.Application:
         with contextlib.suppress(asyncio.CancelledError):
             await refresh
         await session.close()
+        await fresh.close()
 
     async def health(request: web.Request) -> web.Response:
         return await request.app[FRONT].health(request)

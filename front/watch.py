@@ -4,8 +4,9 @@ probed every ``--refresh-seconds`` and at once after a failed request.
 
 Peers (docs/design.md, decision 16: every process survives its peers' restarts): every
 ``--refresh-seconds`` the prefill pods are the addresses the headless Service's name resolves
-to (every pod, ready or not: the Service publishes not-ready addresses), so pods an
-autoscaler adds or removes are found like any other. A pod takes requests while its
+to: its ready pods (it publishes no not-ready address, so a terminating pod drops out:
+components/render/mooncake_roles.py ``prefill_headless_service``), so pods an autoscaler adds or
+removes are found like any other. A pod takes requests while its
 ``/health`` answers 200 and its bootstrap server's ``/query`` names its engines. vLLM gives an
 engine a new id at every start, so the ids are read again at every refresh, and at once
 after a prefill or decode fails. A peer whose probes time out serves as it did until
@@ -197,7 +198,7 @@ class Peers(Watch):
         }
 
     async def resolve(self) -> list[str] | None:
-        """Every prefill pod's address (none while the Service has no pod: the name does not resolve);
+        """Every ready prefill pod's address (none while the Service has none: the name does not resolve);
         None when the lookup timed out."""
         loop = asyncio.get_running_loop()
         lookup = loop.getaddrinfo(self.arguments.prefill_service, None, type=socket.SOCK_STREAM)

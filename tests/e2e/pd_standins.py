@@ -44,6 +44,12 @@ finish_reason "abort"); the requests in flight finish, a prefill keeps its boots
 until the KV of its finished requests is pulled (the engine steps while it has them), then every connection
 closes and the process exits.
 
+Streams keep their connection open after the last event, as vLLM's uvicorn does: a StreamingResponse
+has no length, so uvicorn sends it ``Transfer-Encoding: chunked`` and the connection stays for the next
+request (uvicorn 0.35.0 protocols/http/httptools_impl.py and h11_impl.py ``send``: chunked when neither
+length nor encoding is set, closed only on ``Connection: close`` or an HTTP/1.0 request). So a front's
+pooled connection to a pod that is draining is reused, and its next request is refused "abort".
+
 A streamed decode whose prompt is ``HOLD_PROMPT`` sends its first event, then holds the stream
 open (an SSE comment every 100 ms, up to ``HOLD_SECONDS``) until the proxy goes away: a long
 generation whose client leaves mid-stream.
@@ -86,7 +92,31 @@ STALL_FILE: list[str] = []
 STATE_LOCK = threading.Lock()
 
 
-class Handler(BaseHTTPRequestHandler):
+class EventStream(BaseHTTPRequestHandler):
+    """Server-sent events as vLLM's uvicorn sends them: chunked, the connection kept after their end."""
+
+    def start_events(self) -> None:
+        """A 200 of server-sent events, chunked and kept alive after its end (uvicorn's StreamingResponse)."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+
+    def write_chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def event(self, value: Any) -> None:
+        self.write_chunk(f"data: {json.dumps(value)}\n\n".encode())
+
+    def end_events(self) -> None:
+        """``[DONE]`` and the last chunk: the connection stays open for the next request."""
+        self.write_chunk(b"data: [DONE]\n\n")
+        self.wfile.write(b"0\r\n\r\n")
+        self.wfile.flush()
+
+
+class Handler(EventStream):
     protocol_version = "HTTP/1.1"  # keep-alive, as vLLM's uvicorn
 
     def log_message(self, format: str, *args: Any) -> None:
@@ -120,19 +150,24 @@ class Handler(BaseHTTPRequestHandler):
 
 
 def aborted(handler: Handler, body: dict[str, Any], chat: bool) -> bool:
-    """While draining: the engine refused the request (its answer says so, as vLLM's does); else False."""
+    """While draining: the engine refused the request (its answer says so, as vLLM's does); else False.
+    A chat stream opens with the role, as vLLM sends it on the engine's first output whatever it says
+    (chat_completion/serving.py, ``first_iteration``), then the choice finished "abort"."""
     if not STATE["draining"]:
         return False
     if not body.get("stream"):
         handler.send_json(200, answer(body, "", "abort", chat))
         return True
-    handler.send_response(200)
-    handler.send_header("Content-Type", "text/event-stream")
-    handler.send_header("Connection", "close")
-    handler.end_headers()
-    chunk = {"model": body.get("model"), "choices": [{"index": 0, "text": "", "finish_reason": "abort"}]}
-    handler.wfile.write(f"data: {json.dumps(chunk)}\n\ndata: [DONE]\n\n".encode())
-    handler.close_connection = True
+    handler.start_events()
+    model = body.get("model")
+    if chat:
+        role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+        handler.event({"model": model, "object": "chat.completion.chunk", "choices": [role]})
+        finished = {"index": 0, "delta": {"content": ""}, "finish_reason": "abort"}
+        handler.event({"model": model, "object": "chat.completion.chunk", "choices": [finished]})
+    else:
+        handler.event({"model": model, "choices": [{"index": 0, "text": "", "finish_reason": "abort"}]})
+    handler.end_events()
     return True
 
 
@@ -365,10 +400,7 @@ class Decode(VllmServer):
                 self.send_json(200, answer)
             return
         # A stream has answered 200 before the load fails: vLLM sends the error as an event.
-        self.send_response(200)
-        self.send_header("Content-Type", "text/event-stream")
-        self.send_header("Connection", "close")
-        self.end_headers()
+        self.start_events()
         events: list[dict[str, Any]] = [error] if failure else []
         for index, text in enumerate(() if failure else ("de", "co", "ded")):
             first = kv if index == 0 else None
@@ -379,15 +411,13 @@ class Decode(VllmServer):
                 + [{"model": body.get("model"), "choices": [{"index": 0, "text": ""}], "kv": None}] * SLOW_EVENTS
             )
         for event in events:
-            self.wfile.write(f"data: {json.dumps(event)}\n\n".encode())
-            self.wfile.flush()
+            self.event(event)
             if body.get("prompt") == HOLD_PROMPT:
                 self.hold()
                 return
             if body.get("prompt") == SLOW_PROMPT:
                 time.sleep(SLOW_EVENT_SECONDS)
-        self.wfile.write(b"data: [DONE]\n\n")
-        self.close_connection = True
+        self.end_events()
 
     def hold(self) -> None:
         """Keeps the stream open until the reader is gone (a write fails) or HOLD_SECONDS pass."""
@@ -396,8 +426,7 @@ class Decode(VllmServer):
         try:
             while time.monotonic() < deadline:
                 time.sleep(0.1)
-                self.wfile.write(b": hold\n\n")
-                self.wfile.flush()
+                self.write_chunk(b": hold\n\n")
         except OSError:
             pass
 

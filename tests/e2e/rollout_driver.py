@@ -249,8 +249,9 @@ def scenario(scene: Scene, load: Load) -> dict[str, Any]:
     decode_service = Balancer(DECODE_SERVICE, spec["port"])
     server_service = Balancer(SERVER_SERVICE, SERVER_PORT)
     scene.network()
-    prefill = {address: scene.standin("prefill", address) for address in PREFILL}
-    scene.prefill = list(PREFILL)
+    pods = spec["prefill_pods"]
+    prefill = {address: scene.standin("prefill", address) for address in PREFILL[:pods]}
+    scene.prefill = list(PREFILL[:pods])
     scene.network()
     decode = [scene.standin("decode", f"127.0.3.{index}") for index in (1, 2)]
     decode_service.endpoints = [(name.split("@")[1], spec["port"]) for name in decode]
@@ -270,7 +271,7 @@ def scenario(scene: Scene, load: Load) -> dict[str, Any]:
 
     # The prefill Deployment: the successor started and listed once ready, then the old pod deleted, which
     # the DNS cache goes on answering until it is gone.
-    for address, successor in zip(PREFILL, SUCCESSORS, strict=True):
+    for address, successor in zip(PREFILL[:pods], SUCCESSORS[:pods], strict=True):
         prefill[successor] = scene.standin("prefill", successor)
         scene.prefill.append(successor)
         scene.network()
@@ -297,11 +298,15 @@ def scenario(scene: Scene, load: Load) -> dict[str, Any]:
             )
         return fresh
 
-    rolled(decode_service, "decode", decode, 3, spec["port"])
-    phases["decode"] = load.phase()
-    rolled(server_service, "server", servers, 4, SERVER_PORT)
-    phases["server"] = load.phase()
+    if "decode" in spec["roll"]:
+        rolled(decode_service, "decode", decode, 3, spec["port"])
+        phases["decode"] = load.phase()
+    if "server" in spec["roll"]:
+        rolled(server_service, "server", servers, 4, SERVER_PORT)
+        phases["server"] = load.phase()
     for kind, net in (("split", 1), ("classic", 2)):
+        if f"{kind}_fronts" not in spec["roll"]:
+            continue
         for index, old in enumerate(fronts[kind], start=3):
             surge(
                 scene,
@@ -321,7 +326,8 @@ def scenario(scene: Scene, load: Load) -> dict[str, Any]:
 
 def main() -> None:
     """argv: a JSON object: fronts {split, classic: {argv, env}}, path, prefill_service, decode_host,
-    server_host, health_path, port, bootstrap_port, proxy_port, api_key, prestop_seconds, grace {role: s}."""
+    server_host, health_path, port, bootstrap_port, proxy_port, api_key, prestop_seconds, grace {role: s},
+    prefill_pods (1 or 2), roll (the phases after prefill's: decode, server, split_fronts, classic_fronts)."""
     scene = Scene(json.loads(sys.argv[1]))
     load = Load(scene)
 

@@ -7,8 +7,9 @@ path ``/status/<code>`` names (200 otherwise) and a header ``X-Standin: echo``; 
 a text gzip-compressed when the request accepts gzip, plain otherwise.
 
 SIGTERM drains as vLLM 0.33.0 does with ``--shutdown-timeout`` (tests/e2e/pd_standins.py says how):
-the server goes on accepting, answers a new completion finish_reason "abort", finishes the requests in
-flight, then exits.
+the server goes on accepting, answers a new completion finish_reason "abort" (streamed when it was
+asked for a stream), finishes the requests in flight, then exits. Streams are chunked and keep their
+connection open after their end, as uvicorn's do (pd_standins.py, ``EventStream``).
 
 Standard library only, so the gate is tested against another HTTP implementation than its own.
 """
@@ -25,7 +26,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from tests.e2e.pd_standins import Counted, answered_in_flight
+from tests.e2e.pd_standins import Counted, EventStream, answered_in_flight
 
 HOLD_PROMPT = "hold the stream"
 HOLD_SECONDS = 30.0
@@ -35,7 +36,7 @@ LOCK = threading.Lock()
 
 
 def handler(health_path: str) -> type[BaseHTTPRequestHandler]:
-    class Server(Counted, BaseHTTPRequestHandler):
+    class Server(Counted, EventStream, BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
         def log_message(self, format: str, *args: Any) -> None:
@@ -96,38 +97,32 @@ def handler(health_path: str) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:
             if self.path != "/v1/completions":
                 return self.echo()
-            raw = self.body()
-            request = json.loads(raw)
-            if DRAINING.is_set():  # the engine refuses it (v1/engine/core.py, _reject_add_in_shutdown)
-                return self.send_json(200, {"choices": [{"text": "", "finish_reason": "abort"}]})
+            request = json.loads(self.body())
+            # While draining, the engine refuses it (v1/engine/core.py, _reject_add_in_shutdown).
+            refused = {"choices": [{"text": "", "finish_reason": "abort"}]}
             if not request.get("stream"):
-                return self.send_json(200, {"choices": [{"text": "hello back"}]})
-            self.send_response(200)
-            self.send_header("Content-Type", "text/event-stream")
-            self.send_header("Connection", "close")  # no length: the stream ends with the connection
-            self.end_headers()
+                return self.send_json(200, refused if DRAINING.is_set() else {"choices": [{"text": "hello back"}]})
+            self.start_events()
+            if DRAINING.is_set():
+                self.event(refused)
+                return self.end_events()
             try:
                 if request.get("prompt") == HOLD_PROMPT:
                     self.event({"choices": [{"text": "first"}]})
+                    self.close_connection = True
                     until = time.monotonic() + HOLD_SECONDS
                     while time.monotonic() < until:
                         time.sleep(0.1)
-                        self.wfile.write(b": still generating\n\n")
-                        self.wfile.flush()
+                        self.write_chunk(b": still generating\n\n")
                     return
                 for index in range(3):
                     self.event({"choices": [{"text": f"part {index}"}]})
                     time.sleep(0.05)
-                self.wfile.write(b"data: [DONE]\n\n")
-                self.wfile.flush()
+                self.end_events()
             except (BrokenPipeError, ConnectionResetError):
+                self.close_connection = True
                 with LOCK:
                     CUT["streams"] += 1
-            self.close_connection = True
-
-        def event(self, value: Any) -> None:
-            self.wfile.write(f"data: {json.dumps(value)}\n\n".encode())
-            self.wfile.flush()
 
     return Server
 

@@ -10,7 +10,11 @@ rendered with (the program's default where it is rendered with none). The preSto
 deregistered, where in a cluster they take the rendered preStop's seconds; what is left is the proxy's
 own look at the prefill pods (a refresh and its probes), which the preStop must cover too: the
 Deployment deletes an old prefill pod once its successor is ready, which the proxy sees only at its
-next refresh."""
+next refresh.
+
+Two scenes: every pod rolled (two prefill pods, then decode, the server and the fronts), and a prefill of
+one pod rolled alone (a one-replica prefill role, as dev's chat-pd: its Deployment starts the successor
+before it deletes the only pod, components/render/mooncake_roles.py ``role_deployment``)."""
 
 from __future__ import annotations
 
@@ -32,6 +36,12 @@ from tests.e2e.test_mooncake_proxy import ADMIN_KEY, PORT, mounted_front, render
 from tests.unit.stack_builders import placed_endpoint, with_classic
 
 SCENE_PRESTOP_SECONDS = REFRESH_SECONDS + 1.0
+AFTER_PREFILL = ["decode", "server", "split_fronts", "classic_fronts"]
+SCENES: dict[str, dict[str, Any]] = {
+    "every-pod": {"prefill_pods": 2, "roll": AFTER_PREFILL},
+    "one-prefill-pod": {"prefill_pods": 1, "roll": []},
+}
+"""Which pods each scene rolls: how many prefill pods it starts (and rolls), and what it rolls after them."""
 ROLES = {"prefill": "prefill", "decode": "decode", "split": "proxy", "server": "deployment", "classic": "gate"}
 """The scene's pods and the rendered object each one is a pod of."""
 
@@ -43,14 +53,14 @@ def grace(objects: dict[str, dict[str, Any]], name: str) -> int:
 
 
 def pre_stop(objects: dict[str, dict[str, Any]], name: str) -> float | None:
-    """The rendered preStop's sleep, if the pod has one."""
+    """The rendered preStop's sleep; None for a pod rendered without one."""
     (container, *_) = objects[name]["spec"]["template"]["spec"]["containers"]
     seconds = container.get("lifecycle", {}).get("preStop", {}).get("sleep", {}).get("seconds")
     return None if seconds is None else float(seconds)
 
 
-@pytest.fixture(scope="module")
-def rollout(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
+@pytest.fixture(scope="module", params=sorted(SCENES))
+def rollout(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     split = split_endpoint()
     classic = placed_endpoint(with_classic({"autoscaling": SCALING, "health_check_path": HEALTH_PATH}))
     split_objects, classic_objects_ = mooncake_objects(split, None), classic_objects(classic)
@@ -73,34 +83,41 @@ def rollout(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
         "api_key": ADMIN_KEY,
         "prestop_seconds": SCENE_PRESTOP_SECONDS,
         "grace": {role: grace(objects, name) for role, name in ROLES.items()},
+        **SCENES[request.param],
     }
     result = run_driver("tests.e2e.rollout_driver", json.dumps(spec), mount=True, timeout=300)
     result["rendered_pre_stop"] = {role: pre_stop(objects, name) for role, name in ROLES.items()}
-    return dict(result)
+    return {**result, "scene": SCENES[request.param]}
 
 
 pytestmark = pytest.mark.skipif(shutil.which("unshare") is None, reason="needs util-linux unshare")
 
 
-def test_a_rollout_of_every_pod_under_steady_load_fails_no_request(rollout: dict[str, Any]) -> None:
+def test_a_rollout_under_steady_load_fails_no_request(rollout: dict[str, Any]) -> None:
     assert rollout["failed"] == []
     phases = rollout["phases"]
+    assert list(phases) == ["steady", "prefill", *rollout["scene"]["roll"]]
     before: dict[str, int] = {"split": 0, "classic": 0}
-    for phase in ("steady", "prefill", "decode", "server", "split_fronts", "classic_fronts"):
+    for phase in phases:
         for kind in ("split", "classic"):
             assert phases[phase][kind] > before[kind], (phase, kind)  # requests were answered meanwhile
         before = phases[phase]
 
 
 def test_every_pod_drained_and_exited_before_its_grace_period(rollout: dict[str, Any]) -> None:
-    """Two pods of each: prefill, decode, proxy, server, gate."""
+    """The prefill pods, and two pods of each other rolled: decode, server, proxy, gate."""
     exits = rollout["exits"]
-    assert len(exits) == 10
+    scene = rollout["scene"]
+    assert len(exits) == scene["prefill_pods"] + 2 * len(scene["roll"])
     assert [pod for pod in exits if pod["exit"] != 0] == []
 
 
 def test_the_rendered_pre_stop_is_no_shorter_than_the_scenes(rollout: dict[str, Any]) -> None:
-    """Where the pods are rendered with a preStop (components/render/drain.py, on its own branch), it
-    leaves the load balancer at least the time the scene's does."""
-    for role, seconds in rollout["rendered_pre_stop"].items():
-        assert seconds is None or seconds >= SCENE_PRESTOP_SECONDS, role
+    """Every pod the scene rolls is rendered with a preStop (components/render/drain.py), and it leaves
+    the load balancer at least the time the scene's does."""
+    shorter = {
+        role: seconds
+        for role, seconds in rollout["rendered_pre_stop"].items()
+        if seconds is None or seconds < SCENE_PRESTOP_SECONDS
+    }
+    assert shorter == {}

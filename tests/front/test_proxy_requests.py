@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from front.proxy import as_events, finished_for_decode, prefill_body, refused_by_engine, unsplittable
+from front.proxy import as_events, finished_for_decode, prefill_body, unsplittable
+from front.refusals import refused_by_engine
 from front.serve import parse_arguments
 from front.watch import Silence
 

@@ -56,7 +56,11 @@ DRAIN_FLAGS = {
 def rendered(case: str) -> dict[str, dict[str, Any]]:
     if case in CLASSIC:
         return classic_objects(placed_endpoint(with_classic(CLASSIC[case])))
-    return mooncake_objects(placed_endpoint(with_mooncake(MOONCAKE[case])), None)
+    return rendered_with(MOONCAKE[case])
+
+
+def rendered_with(mooncake: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return mooncake_objects(placed_endpoint(with_mooncake(mooncake)), None)
 
 
 def pod_specs(objects: dict[str, dict[str, Any]]) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -150,3 +154,20 @@ def test_a_role_of_one_group_starts_a_new_group_before_it_stops_the_old_one() ->
     assert objects["decode"]["spec"]["replicas"] == 1
     rolling = objects["decode"]["spec"]["rolloutStrategy"]
     assert rolling == {"type": "RollingUpdate", "rollingUpdateConfiguration": {"maxSurge": 1, "maxUnavailable": 0}}
+
+
+@pytest.mark.parametrize("mode", ["disaggregated", "both"])
+def test_a_prefill_of_one_replica_starts_its_successor_before_it_stops(mode: str) -> None:
+    """A Deployment with maxSurge 1 and maxUnavailable 0: the new pod loads its model while the old one
+    serves. A StatefulSet (prefill's kind before) rolls a pod down first: apps/v1
+    RollingUpdateStatefulSetStrategy has no maxSurge, so dev's chat-pd lost its only prefill each roll."""
+    endpoint = MOONCAKE[mode] | {
+        "mooncake": {**MOONCAKE[mode].get("mooncake", {}), "topology": {"prefill": 1, "decode": 1}}
+    }
+    prefill = rendered_with(endpoint)["prefill"]
+    assert prefill["kind"] == "Deployment"
+    assert prefill["spec"]["replicas"] == 1
+    assert prefill["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }

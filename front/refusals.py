@@ -1,0 +1,159 @@
+"""What a draining engine answers in place of running a request, and how a front sees it before its
+client does, so that it can send the request to another pod.
+
+A vLLM 0.33.0 server given SIGTERM with ``--shutdown-timeout`` drains its engine before its HTTP
+server (entrypoints/launchers/launcher.py ``serve_http``, ``handle_shutdown``: ``engine_client.shutdown``
+runs first, ``server.should_exit`` is set only after it). For up to the drain, the server accepts, keeps
+its keep-alive connections (a stream's too: uvicorn sends a ``StreamingResponse`` chunked and keeps the
+connection, uvicorn protocols/http/httptools_impl.py ``RequestResponseCycle.send``) and its /health
+answers 200, while the engine finishes every new request at once "abort": ``_reject_add_in_shutdown``
+(v1/engine/core.py) sends ``FinishReason.ABORT`` before the request reaches the scheduler, answered 200
+(a whole completion, or a stream whose choice finishes "abort", after the role for a chat:
+chat_completion/serving.py ``first_iteration``).
+
+The proxy and the gate reach decode and the server through their Services, on pooled connections;
+kube-proxy chose a connection's pod when it opened, and a connection in use does not idle the 3 s after
+which the pool drops it (serve.KEEPALIVE_TO_PEERS_SECONDS), so under steady load a connection to a pod
+whose deletion started is used on through its preStop into its drain. Capping a connection's lifetime
+below the preStop (components/render/drain.py) would be a prediction (of the preStop, of kube-proxy's
+and the endpoints' propagation), would need aiohttp's private connector (its TCPConnector has an idle
+timeout, no lifetime) and would still not cover a connection opened just before a node's kube-proxy
+dropped the pod. The refusal itself is certain and cheap (the engine refuses before it schedules), so
+the front acts on it: a request answered "abort" before anything reached the client is sent again on a
+fresh connection (``RESENT_ON_ABORT`` times at most; then 503, which clients retry), which the Service
+sends to a pod still serving, and the connection that brought the refusal is closed so the pool never
+hands it out again: each pooled connection to a draining pod costs at most one refused round trip.
+
+A whole answer is read before it is passed on; a stream's opening events are, up to the first that
+carries a token or a finish (``opening``): what a client would see of a refused stream is a role and an
+empty choice finished "abort". A decode refused so never saw the request, so its prefill still holds the
+KV (``_reject_add_in_shutdown`` frees nothing, unlike ``_reject_add_while_paused`` beside it): another
+decode pod pulls it under the same transfer id."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+import aiohttp
+
+COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
+"""The completion routes (vLLM 0.33.0 entrypoints/openai/completion/api_router.py and
+chat_completion/api_router.py): those the proxy splits into a prefill and a decode, and whose answers
+a front reads for a refusal."""
+ABORT = "abort"
+RESENT_ON_ABORT = 2
+"""How many times a request refused "abort" is sent again, each on a fresh connection."""
+OPENING_BYTES = 64 * 2**10
+"""A stream's opening is passed on as it is once this long, decided or not (vLLM's role chunk is ~200 bytes)."""
+EVENT_STREAM = "text/event-stream"
+
+
+def finishes(value: Any) -> set[str]:
+    """The finish reasons of a completion's (or a stream chunk's) choices."""
+    choices = value.get("choices") if isinstance(value, dict) else None
+    if not isinstance(choices, list):
+        return set()
+    return {str(c["finish_reason"]) for c in choices if isinstance(c, dict) and c.get("finish_reason") is not None}
+
+
+def refused_by_engine(answer: Any) -> bool:
+    """Whether the engine finished the request without running it: "abort" (a draining vLLM) or "error".
+    Another pod may run it."""
+    return bool(finishes(answer) & {ABORT, "error"})
+
+
+def carries_output(chunk: Any) -> bool:
+    """Whether a stream chunk carries generated output: a completion's text or tokens, a chat delta's
+    content, reasoning or tool calls (not the role alone, which vLLM sends before the first token)."""
+    choices = chunk.get("choices") if isinstance(chunk, dict) else None
+    for choice in choices if isinstance(choices, list) else []:
+        if not isinstance(choice, dict):
+            continue
+        if choice.get("text") or choice.get("token_ids"):
+            return True
+        delta = choice.get("delta")
+        if isinstance(delta, dict) and any(value for key, value in delta.items() if key != "role"):
+            return True
+    return False
+
+
+@dataclass(frozen=True)
+class Opening:
+    head: bytes
+    """What was read of the stream, passed on first."""
+    refused: bool
+    """The stream's first decisive event finished a choice "abort"."""
+
+
+def decided(event: list[bytes]) -> bool | None:
+    """What one server-sent event says: True, refused ("abort"); False, the stream goes on to the client
+    (a token, another finish, an error, ``[DONE]``, something unreadable); None, nothing yet (a role,
+    a usage chunk, a comment)."""
+    data = b"\n".join(line.removeprefix(b"data:").strip() for line in event if line.startswith(b"data:"))
+    if not data:
+        return None
+    if data == b"[DONE]":
+        return False
+    try:
+        chunk = json.loads(data)
+    except ValueError:
+        return False
+    if not isinstance(chunk, dict) or "error" in chunk:
+        return False
+    if reasons := finishes(chunk):
+        return ABORT in reasons
+    return False if carries_output(chunk) else None
+
+
+async def opening(content: aiohttp.StreamReader) -> Opening:
+    """A stream read up to its first event that carries a token or a finish (or its end, or
+    ``OPENING_BYTES``)."""
+    head = bytearray()
+    event: list[bytes] = []
+    while len(head) < OPENING_BYTES:
+        line = await content.readline()
+        if not line:
+            break
+        head += line
+        if line.strip():
+            event.append(line.strip())
+            continue
+        verdict = decided(event)
+        event = []
+        if verdict is not None:
+            return Opening(bytes(head), verdict)
+    return Opening(bytes(head), False)
+
+
+async def read_ahead(answer: aiohttp.ClientResponse) -> bytes | None:
+    """What of a completion's ``answer`` is read before the client gets any of it: the whole of a JSON
+    answer, a stream's opening; None when the engine refused the request "abort", the answer's connection
+    closed then. Any other answer (an error status, compressed, another type) is left unread (b"")."""
+    if answer.status != 200 or answer.headers.get("Content-Encoding"):
+        return b""
+    if answer.content_type == EVENT_STREAM:
+        start = await opening(answer.content)
+        head, refused = start.head, start.refused
+    elif answer.content_type == "application/json":
+        head = await answer.read()
+        try:
+            refused = ABORT in finishes(json.loads(head))
+        except ValueError:
+            refused = False
+    else:
+        return b""
+    if not refused:
+        return head
+    # aiohttp hands the connection back to its pool once it has parsed the answer's last byte, which a
+    # short answer that came in one segment has before anyone reads it (ClientResponse.start: the
+    # payload's on_eof releases it), and ``answer.connection`` is None from then on. So the protocol the
+    # answer came on (``_protocol``, aiohttp 3.14 client_reqrep.py ``start``) is closed here, and the pool
+    # hands out only connected ones (connector.py ``BaseConnector._get``, ``is_connected``). An aiohttp
+    # without it closes nothing: a refused round trip each time that connection is used, still resent.
+    protocol = getattr(answer, "_protocol", None)
+    if protocol is not None:
+        protocol.close()
+    answer.close()
+    return None
