@@ -136,7 +136,8 @@ class Handler(EventStream):
     def authorized(self) -> bool:
         key = os.environ.get("STANDIN_API_KEY")
         if key and self.headers.get("Authorization") != f"Bearer {key}":
-            self.send_json(401, {"error": {"message": "Unauthorized", "code": 401}})
+            # vLLM's AuthenticationMiddleware (serve/middleware/authenticate.py): a bare string, not an ErrorResponse.
+            self.send_json(401, {"error": "Unauthorized"})
             return False
         return True
 
