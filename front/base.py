@@ -73,7 +73,7 @@ class Front:
     ) -> tuple[aiohttp.ClientResponse, bytes] | None:
         """A completion's answer from ``send``, and what was read of it (refusals.read_ahead): sent on a
         pooled connection, then again on a fresh one (another pod behind the Service) while the engine
-        refuses it "abort" (a draining vLLM), ``RESENT_ON_ABORT`` times at most; None when every try was
+        refuses it (a draining vLLM: refusals.py), ``RESENT_ON_ABORT`` times at most; None when every try was
         refused. Raises what ``send`` and reading raise."""
         for attempt in range(RESENT_ON_ABORT + 1):
             answer = await send(self.fresh if attempt else self.session)

@@ -4,7 +4,7 @@ hop-by-hop ones), the answer streamed back with its status and headers, a client
 cancelling the upstream request. The server is up while ``URL`` + ``--forward-health`` answers 200
 (read every ``--refresh-seconds``); with ``--scale-to-zero server`` a missing server is answered 503
 ``scaled_to_zero`` with ``Retry-After``, and the series of /metrics count every forwarded request
-(``backend="server"``). A completion the server refused "abort" (a draining vLLM) is sent again on a
+(``backend="server"``). A completion the server refused (a draining vLLM) is sent again on a
 fresh connection, which the Service gives another pod, before the client gets any of it (refusals.py)."""
 
 from __future__ import annotations

@@ -6,7 +6,7 @@ engine's bootstrap address and engine id (``do_remote_prefill``), the decode's a
 streamed back. The decoder pulls the KV from the very engine that prefilled it. A prefill that
 finished other than at its length is the answer; ``n`` > 1 and prompt lists are refused 400
 (``unsplittable``); the rest of vLLM's client surface goes to decode as it came (``FORWARDED_PATHS``).
-A draining engine refuses new requests "abort" (refusals.py): a refusing prefill pod is left for
+A draining engine refuses new requests (refusals.py): a refusing prefill pod is left for
 another, a refused decode is sent again on a fresh connection (another decode pod), under the same
 transfer, before the client gets any of it."""
 
@@ -23,7 +23,7 @@ import aiohttp
 from aiohttp import web
 
 from front.base import Front
-from front.refusals import COMPLETION_PATHS, RESENT_ON_ABORT, refused_by_engine
+from front.refusals import COMPLETION_PATHS, RESENT_ON_ABORT, draining_error, refused_by_engine
 from front.relay import REQUEST_TIMEOUT, error, forward, forwarded_headers, relay, scaled_to_zero, sent
 from front.watch import ROLES, Engine, Peers
 
@@ -255,17 +255,17 @@ class Proxy(Front):
                 answer = await sent(self.session, "POST", url, json=payload, headers=headers, timeout=REQUEST_TIMEOUT)
                 async with answer:
                     content = await answer.read()
-                    if answer.status < 400:
-                        try:
-                            prefilled = json.loads(content)
-                        except ValueError:
-                            prefilled = {}
-                        if not refused_by_engine(prefilled):
-                            return engine, prefilled
+                    try:
+                        prefilled = json.loads(content)
+                    except ValueError:
+                        prefilled = {}
+                    if answer.status < 400 and not refused_by_engine(prefilled):
+                        return engine, prefilled
+                    if 400 <= answer.status < 500:  # the request itself: no other prefill pod would take it
+                        return web.Response(status=answer.status, body=content, content_type=answer.content_type)
+                    if answer.status < 400 or draining_error(prefilled):
                         reason = "its engine refused the request (draining)"
                         self.peers.refused(engine.host)
-                    elif answer.status < 500:  # the request itself: no other prefill pod would take it
-                        return web.Response(status=answer.status, body=content, content_type=answer.content_type)
                     else:
                         reason = f"answered {answer.status}"
             except (TimeoutError, aiohttp.ClientError) as failure:

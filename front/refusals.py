@@ -3,13 +3,20 @@ client does, so that it can send the request to another pod.
 
 A vLLM 0.33.0 server given SIGTERM with ``--shutdown-timeout`` drains its engine before its HTTP
 server (entrypoints/launchers/launcher.py ``serve_http``, ``handle_shutdown``: ``engine_client.shutdown``
-runs first, ``server.should_exit`` is set only after it). For up to the drain, the server accepts, keeps
-its keep-alive connections (a stream's too: uvicorn sends a ``StreamingResponse`` chunked and keeps the
-connection, uvicorn protocols/http/httptools_impl.py ``RequestResponseCycle.send``) and its /health
-answers 200, while the engine finishes every new request at once "abort": ``_reject_add_in_shutdown``
-(v1/engine/core.py) sends ``FinishReason.ABORT`` before the request reaches the scheduler, answered 200
-(a whole completion, or a stream whose choice finishes "abort", after the role for a chat:
-chat_completion/serving.py ``first_iteration``).
+runs first, ``server.should_exit`` is set only after it). For up to the drain, the server accepts and
+keeps its keep-alive connections (a stream's too: uvicorn sends a ``StreamingResponse`` chunked and
+keeps the connection, uvicorn protocols/http/httptools_impl.py ``RequestResponseCycle.send``), and its
+/health answers 200. Meanwhile it refuses every new request:
+
+- ``AsyncLLM.shutdown`` (v1/engine/async_llm.py) shuts the renderer's tokenizer pool down before it drains
+  the engine, so a new completion fails in tokenization (renderers/base.py ``_SwappableExecutor.submit``,
+  concurrent.futures' "cannot schedule new futures after shutdown"), answered 500 with that message
+  (:data:`DRAINING_ERROR`). This is what a real vLLM 0.32.0 answered in the real-engine suite
+  (tests/vllm/), for the whole drain; 0.33.0's code there is the same;
+- a request already tokenized when the drain began reaches an engine that finishes it at once "abort":
+  ``_reject_add_in_shutdown`` (v1/engine/core.py) sends ``FinishReason.ABORT`` before the request reaches
+  the scheduler, answered 200 (a whole completion, or a stream whose choice finishes "abort", after the
+  role for a chat: chat_completion/serving.py ``first_iteration``).
 
 The proxy and the gate reach decode and the server through their Services, on pooled connections;
 kube-proxy chose a connection's pod when it opened, and a connection in use does not idle the 3 s after
@@ -19,7 +26,7 @@ below the preStop (components/render/drain.py) would be a prediction (of the pre
 and the endpoints' propagation), would need aiohttp's private connector (its TCPConnector has an idle
 timeout, no lifetime) and would still not cover a connection opened just before a node's kube-proxy
 dropped the pod. The refusal itself is certain and cheap (the engine refuses before it schedules), so
-the front acts on it: a request answered "abort" before anything reached the client is sent again on a
+the front acts on it: a request refused so before anything reached the client is sent again on a
 fresh connection (``RESENT_ON_ABORT`` times at most; then 503, which clients retry), which the Service
 sends to a pod still serving, and the connection that brought the refusal is closed so the pool never
 hands it out again: each pooled connection to a draining pod costs at most one refused round trip.
@@ -43,6 +50,8 @@ COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
 chat_completion/api_router.py): those the proxy splits into a prefill and a decode, and whose answers
 a front reads for a refusal."""
 ABORT = "abort"
+DRAINING_ERROR = "cannot schedule new futures after shutdown"
+"""The message of the 500 a draining vLLM answers a new request with (above)."""
 RESENT_ON_ABORT = 2
 """How many times a request refused "abort" is sent again, each on a fresh connection."""
 OPENING_BYTES = 64 * 2**10
@@ -62,6 +71,12 @@ def refused_by_engine(answer: Any) -> bool:
     """Whether the engine finished the request without running it: "abort" (a draining vLLM) or "error".
     Another pod may run it."""
     return bool(finishes(answer) & {ABORT, "error"})
+
+
+def draining_error(value: Any) -> bool:
+    """Whether an error answer is a draining vLLM's refusal of a new request (:data:`DRAINING_ERROR`)."""
+    error = value.get("error") if isinstance(value, dict) else None
+    return isinstance(error, dict) and error.get("message") == DRAINING_ERROR
 
 
 def carries_output(chunk: Any) -> bool:
@@ -129,11 +144,20 @@ async def opening(content: aiohttp.StreamReader) -> Opening:
 
 async def read_ahead(answer: aiohttp.ClientResponse) -> bytes | None:
     """What of a completion's ``answer`` is read before the client gets any of it: the whole of a JSON
-    answer, a stream's opening; None when the engine refused the request "abort", the answer's connection
-    closed then. Any other answer (an error status, compressed, another type) is left unread (b"")."""
-    if answer.status != 200 or answer.headers.get("Content-Encoding"):
+    answer or of a 500's, a stream's opening; None when the engine refused the request (a draining
+    vLLM's 500, or "abort"), the answer's connection closed then. Any other answer (another error
+    status, compressed, another type) is left unread (b"")."""
+    if answer.headers.get("Content-Encoding"):
         return b""
-    if answer.content_type == EVENT_STREAM:
+    if answer.status == 500 and answer.content_type == "application/json":
+        head = await answer.read()
+        try:
+            refused = draining_error(json.loads(head))
+        except ValueError:
+            refused = False
+    elif answer.status != 200:
+        return b""
+    elif answer.content_type == EVENT_STREAM:
         start = await opening(answer.content)
         head, refused = start.head, start.refused
     elif answer.content_type == "application/json":

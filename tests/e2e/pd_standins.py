@@ -38,9 +38,10 @@ a kind (two sent back to back run a toggle once) and delivers pending real-time 
 
 SIGTERM drains as vLLM 0.33.0 does with ``--shutdown-timeout`` (entrypoints/launchers/launcher.py
 ``handle_shutdown``: the engine client drains first, the HTTP server stops only after): the server goes on
-accepting and ``/health`` on answering 200 (the engine is alive), but the engine refuses every new request
-(v1/engine/core.py ``_reject_add_in_shutdown``: finished ``FinishReason.ABORT``, answered 200 with
-finish_reason "abort"); the requests in flight finish, a prefill keeps its bootstrap server and side channel
+accepting and ``/health`` on answering 200 (the engine is alive), but every new request is refused 500
+"cannot schedule new futures after shutdown" (v1/engine/async_llm.py ``AsyncLLM.shutdown`` stops the
+tokenizer pool before the engine drains: front/refusals.py; what a real vLLM 0.32.0 answered in
+tests/vllm/); the requests in flight finish, a prefill keeps its bootstrap server and side channel
 until the KV of its finished requests is pulled (the engine steps while it has them), then every connection
 closes and the process exits.
 
@@ -48,7 +49,7 @@ Streams keep their connection open after the last event, as vLLM's uvicorn does:
 has no length, so uvicorn sends it ``Transfer-Encoding: chunked`` and the connection stays for the next
 request (uvicorn 0.35.0 protocols/http/httptools_impl.py and h11_impl.py ``send``: chunked when neither
 length nor encoding is set, closed only on ``Connection: close`` or an HTTP/1.0 request). So a front's
-pooled connection to a pod that is draining is reused, and its next request is refused "abort".
+pooled connection to a pod that is draining is reused, and its next request is refused.
 
 A streamed decode whose prompt is ``HOLD_PROMPT`` sends its first event, then holds the stream
 open (an SSE comment every 100 ms, up to ``HOLD_SECONDS``) until the proxy goes away: a long
@@ -71,6 +72,8 @@ import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
+
+from front.refusals import DRAINING_ERROR
 
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
 HOLD_PROMPT = "hold the stream"
@@ -151,24 +154,11 @@ class Handler(EventStream):
 
 
 def aborted(handler: Handler, body: dict[str, Any], chat: bool) -> bool:
-    """While draining: the engine refused the request (its answer says so, as vLLM's does); else False.
-    A chat stream opens with the role, as vLLM sends it on the engine's first output whatever it says
-    (chat_completion/serving.py, ``first_iteration``), then the choice finished "abort"."""
+    """While draining: the server refused the request, as real vLLM does (front/refusals.py: 500 from its
+    tokenizer pool, shut down before the engine drains, streamed or not); else False."""
     if not STATE["draining"]:
         return False
-    if not body.get("stream"):
-        handler.send_json(200, answer(body, "", "abort", chat))
-        return True
-    handler.start_events()
-    model = body.get("model")
-    if chat:
-        role = {"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
-        handler.event({"model": model, "object": "chat.completion.chunk", "choices": [role]})
-        finished = {"index": 0, "delta": {"content": ""}, "finish_reason": "abort"}
-        handler.event({"model": model, "object": "chat.completion.chunk", "choices": [finished]})
-    else:
-        handler.event({"model": model, "choices": [{"index": 0, "text": "", "finish_reason": "abort"}]})
-    handler.end_events()
+    handler.vllm_error(500, DRAINING_ERROR)
     return True
 
 

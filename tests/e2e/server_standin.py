@@ -7,9 +7,10 @@ path ``/status/<code>`` names (200 otherwise) and a header ``X-Standin: echo``; 
 a text gzip-compressed when the request accepts gzip, plain otherwise.
 
 SIGTERM drains as vLLM 0.33.0 does with ``--shutdown-timeout`` (tests/e2e/pd_standins.py says how):
-the server goes on accepting, answers a new completion finish_reason "abort" (streamed when it was
-asked for a stream), finishes the requests in flight, then exits. Streams are chunked and keep their
-connection open after their end, as uvicorn's do (pd_standins.py, ``EventStream``).
+the server goes on accepting, answers a new completion 500 "cannot schedule new futures after
+shutdown" as real vLLM does (front/refusals.py), finishes the requests in flight, then exits. Streams
+are chunked and keep their connection open after their end, as uvicorn's do (pd_standins.py,
+``EventStream``).
 
 Standard library only, so the gate is tested against another HTTP implementation than its own.
 """
@@ -26,6 +27,7 @@ import urllib.parse
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
+from front.refusals import DRAINING_ERROR
 from tests.e2e.pd_standins import Counted, EventStream, answered_in_flight
 
 HOLD_PROMPT = "hold the stream"
@@ -98,14 +100,11 @@ def handler(health_path: str) -> type[BaseHTTPRequestHandler]:
             if self.path != "/v1/completions":
                 return self.echo()
             request = json.loads(self.body())
-            # While draining, the engine refuses it (v1/engine/core.py, _reject_add_in_shutdown).
-            refused = {"choices": [{"text": "", "finish_reason": "abort"}]}
+            if DRAINING.is_set():  # refused before it is tokenized, streamed or not (front/refusals.py)
+                return self.send_json(500, {"error": {"message": DRAINING_ERROR, "type": "InternalServerError"}})
             if not request.get("stream"):
-                return self.send_json(200, refused if DRAINING.is_set() else {"choices": [{"text": "hello back"}]})
+                return self.send_json(200, {"choices": [{"text": "hello back"}]})
             self.start_events()
-            if DRAINING.is_set():
-                self.event(refused)
-                return self.end_events()
             try:
                 if request.get("prompt") == HOLD_PROMPT:
                     self.event({"choices": [{"text": "first"}]})

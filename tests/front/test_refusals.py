@@ -17,7 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from front.base import Front
-from front.refusals import RESENT_ON_ABORT, decided, read_ahead
+from front.refusals import DRAINING_ERROR, RESENT_ON_ABORT, decided, read_ahead
 from front.watch import Server
 
 ROLE = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
@@ -47,12 +47,18 @@ def test_a_role_or_a_usage_chunk_decides_nothing_a_token_or_a_finish_does() -> N
     assert decided([b"data: [DONE]"]) is False
 
 
-class Backend:
-    """A completion server that refuses the first ``refusals`` requests "abort", then answers; it notes
-    which connection (the client's port) each request came on."""
+DRAINING_500 = {"error": {"message": DRAINING_ERROR, "type": "InternalServerError", "param": None, "code": 500}}
+"""What a real vLLM answered a new request while it drained (tests/vllm/test_real_pair.py)."""
 
-    def __init__(self, refusals: int) -> None:
+
+class Backend:
+    """A completion server that refuses the first ``refusals`` requests (finished "abort", or with
+    ``error`` the 500 of ``error``), then answers; it notes which connection (the client's port) each
+    request came on."""
+
+    def __init__(self, refusals: int, error: dict[str, Any] | None = None) -> None:
         self.refusals = refusals
+        self.error = error
         self.ports: list[int] = []
 
         self.cut = asyncio.Event()
@@ -64,6 +70,8 @@ class Backend:
             return await self.held(request)
         self.ports.append(request.transport.get_extra_info("peername")[1] if request.transport else 0)
         refused, self.refusals = self.refusals > 0, self.refusals - 1
+        if refused and self.error is not None:
+            return web.json_response(self.error, status=500)
         if not body.get("stream"):
             text = {"choices": [{"index": 0, "text": "hello back", "finish_reason": "length"}]}
             return web.json_response(WHOLE_ABORT if refused else text)
@@ -146,6 +154,24 @@ def test_a_refused_whole_answer_is_sent_again_and_then_passed_on_whole() -> None
         return json.loads(head)
 
     assert against(Backend(refusals=1), test)["choices"][0]["text"] == "hello back"
+
+
+def test_a_draining_servers_500_is_sent_again_and_another_500_is_passed_on() -> None:
+    """A draining vLLM refuses a new request 500 from its stopped tokenizer pool, streamed or not; any
+    other 500 is the request's own answer, passed on whole."""
+
+    async def test(front: Front, url: str) -> Any:
+        unrefused = await front.unrefused(sender(url, stream=True), "a chat")
+        assert unrefused is not None
+        answer, head = unrefused
+        answer.close()
+        return answer.status, head
+
+    opening = events(ROLE, TOKEN).removesuffix(b"data: [DONE]\n\n")
+    assert against(Backend(refusals=1, error=DRAINING_500), test) == (200, opening)
+    other = {"error": {"message": "kv load failed", "type": "InternalServerError", "code": 500}}
+    status, head = against(Backend(refusals=1, error=other), test)
+    assert (status, json.loads(head)) == (500, other)  # read whole, passed on as the client's answer
 
 
 def test_a_request_every_try_of_which_is_refused_gives_up_after_its_resends() -> None:
