@@ -35,7 +35,9 @@ A whole answer is read before it is passed on; a stream's opening events are, up
 carries a token or a finish (``opening``): what a client would see of a refused stream is a role and an
 empty choice finished "abort". A decode refused so never saw the request, so its prefill still holds the
 KV (``_reject_add_in_shutdown`` frees nothing, unlike ``_reject_add_while_paused`` beside it): another
-decode pod pulls it under the same transfer id."""
+decode pod pulls it under the same transfer id. A decode refused with the 500 asks its engine to drop the
+transfer, which an engine already signalled refuses too; one refused in the moment between the tokenizer
+pool's stop and that signal frees the prefill's KV, and its resend fails (docs/mooncake-proxy.md, Limits)."""
 
 from __future__ import annotations
 

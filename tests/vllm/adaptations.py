@@ -11,10 +11,10 @@ made here and only here (docs/real-vllm.md lists them):
    the suite's pod network (tests/vllm/pods.py), as the kubelet fills it in;
 4. the CPU backend's KV cache: ``VLLM_CPU_KVCACHE_SPACE`` GiB of memory (on a GPU it is the rest of
    the device's memory); ``--enforce-eager``, so a server starts without compiling its graphs;
-   ``VLLM_CPU_OMP_THREADS_BIND=nobind``: vLLM's automatic binding pins each server's worker, and
-   with it the Mooncake transfer engine's threads, to the same one core of this machine
-   (vllm/utils/ompmultiprocessing.py, ``OMP_PLACES`` of ``_get_autobind_cpu_ids``), where a prefill
-   and a decode spinning on one transfer starve each other for minutes;
+   ``VLLM_CPU_OMP_THREADS_BIND=nobind``: vLLM's automatic binding binds each server's worker, and
+   with it the Mooncake transfer engine's threads, to the same cores (vllm/utils/ompmultiprocessing.py,
+   ``OMP_PLACES`` of ``_get_autobind_cpu_ids``); with several servers on this machine's two, a prefill
+   and a decode sharing one transfer starved each other for minutes;
 5. ``torch.accelerator`` on a CUDA build of torch without a GPU: tests/vllm/cpu/sitecustomize.py,
    first on ``PYTHONPATH``.
 

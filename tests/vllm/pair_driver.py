@@ -168,7 +168,10 @@ class Scene:
         env = {"PATH": self.spec["path"], "PYTHONPATH": self.spec["checkout"], "STANDIN_API_KEY": self.key}
         self.net.start(pod, argv, env)
         wait_until(lambda: healthy(self.url(pod)), "the stand-in serving", RECOVERY_SECONDS)
-        real = self.url(self.pods["prefill"])
+        # The prefill the rollout does not drain: a prefill answered here keeps its KV for a decode that
+        # never comes, and the engine holds it as work until VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT.
+        probed = self.pods.get("next_prefill", self.pods["prefill"])
+        real = self.url(probed)
         standin = self.url(pod)
         eos = {"logit_bias": {str(self.spec["eos_id"]): 100}, "min_tokens": None}
         sides = {
@@ -176,7 +179,7 @@ class Scene:
                 "prefill": self.prefill_request(real),
                 "eos_first": self.prefill_request(real, **eos),
                 "min_over_max": self.prefill_request(real, min_tokens=6),
-                "query": request(self.url(self.pods["prefill"], self.spec["bootstrap_port"]) + "/query"),
+                "query": request(self.url(probed, self.spec["bootstrap_port"]) + "/query"),
                 "models": request(f"{real}/v1/models", key=self.key),
                 "models_unauthorized": request(f"{real}/v1/models"),
             },
@@ -189,7 +192,7 @@ class Scene:
                 "models_unauthorized": request(f"{standin}/v1/models"),
             },
         }
-        self.net.terminate(pod)  # as vLLM drains: accepted, answered "abort"
+        self.net.terminate(pod)  # drains as vLLM does: accepted, refused
         time.sleep(0.3)
         sides["standin"]["draining"] = self.prefill_request(standin)
         self.net.delete(pod)
@@ -216,13 +219,18 @@ class Scene:
         self.net.terminate(old)
         time.sleep(2)
         draining = self.prefill_request(self.url(old))  # what the stand-in's drain imitates
-        exit_code = old.process.wait(self.spec["grace_seconds"]) if old.process else None
+        # The grace period runs from the deletion, the preStop's sleep included.
+        grace_left = self.spec["grace_seconds"] - self.spec["prestop_seconds"]
+        exit_code = old.process.wait(grace_left) if old.process else None
+        drained = tail(old, 200_000)
         time.sleep(3)
         load.stop()
         self.pods["prefill"] = new
         return {
             **load.summary(),
             "old_exit": exit_code,
+            "old_drained": "request processing complete" in drained,
+            "old_force_killed": "force killing" in drained,
             "draining": draining,
             "engines_before": engines_before,
             "engines_after": self.engine_ids(),

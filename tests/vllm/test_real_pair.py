@@ -13,47 +13,23 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from components.render.mooncake import mooncake_objects
-from components.render.placement import PlacedEndpoint
 from components.render.proxy import PROXY_METRICS_PORT, PROXY_PORT, REFRESH_SECONDS
 from front.refusals import DRAINING_ERROR
 from tests.e2e.namespace import ROOT, run_driver
 from tests.e2e.pd_standins import EOS_PROMPT
 from tests.e2e.test_mooncake_proxy import mounted_front
-from tests.unit.stack_builders import mooncake_endpoint, placed_endpoint, stack_config
+from tests.vllm.rendered import ADMIN_SECRET, built, server, split_endpoint
 
-BUILD = ROOT / "tools" / "vllm-cpu" / "build.sh"
-ADMIN_SECRET = "chat-admin"
 ADMIN_KEY = "real-pair-admin-key"
 ABORT_SECONDS = 480
 """VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT as rendered: a hung pull would wait this long."""
 DRIVER_SECONDS = 3600
-
-
-def built() -> Path:
-    """The cache tools/vllm-cpu/build.sh fills; `make test` builds it first."""
-    checked = subprocess.run([str(BUILD), "--check"], capture_output=True, text=True, check=False)
-    if checked.returncode != 0:
-        pytest.fail(checked.stderr.strip() or "tools/vllm-cpu/build.sh --check failed")
-    return Path(checked.stdout.strip())
-
-
-def split_endpoint() -> PlacedEndpoint:
-    """One prefill and one decode of one GPU each, over TCP, behind an admin key."""
-    mooncake = {"transfer": {"protocol": "tcp"}, "proxy": {"admin_api_key_secret": ADMIN_SECRET}}
-    spec = mooncake_endpoint({"node_group": "gpu", "gpu_count": 1, "mooncake": mooncake})
-    return placed_endpoint(stack_config(endpoints={"chat": spec}))
-
-
-def server(objects: dict[str, dict[str, Any]], role: str) -> dict[str, Any]:
-    (container,) = objects[role]["spec"]["template"]["spec"]["containers"]
-    return dict(container)
 
 
 def flag(args: list[str], name: str) -> str:
@@ -65,13 +41,12 @@ def variable(container: dict[str, Any], name: str) -> str:
     return str(value)
 
 
-def spec(cache: Path, program_dir: Path, logs: Path) -> dict[str, Any]:
+def spec(parts: dict[str, Path], program_dir: Path, logs: Path) -> dict[str, Any]:
     endpoint = split_endpoint()
     objects = mooncake_objects(endpoint, None)
     argv, proxy = mounted_front(objects, "proxy", program_dir)
     pod = objects["prefill"]["spec"]["template"]["spec"]
-    (venv,) = cache.glob("venv-*")
-    (model,) = cache.glob("model-*")
+    venv, model = parts["venv"], parts["model"]
     tokenizer = json.loads((model / "tokenizer.json").read_text())
     secrets = {f"{ADMIN_SECRET}/ADMIN_API_KEY": ADMIN_KEY}
     return {
@@ -104,9 +79,9 @@ def spec(cache: Path, program_dir: Path, logs: Path) -> dict[str, Any]:
 
 @pytest.fixture(scope="module")
 def scenes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    cache = built()
+    parts = built()
     logs = tmp_path_factory.mktemp("real-pair-logs")
-    scene_spec = spec(cache, tmp_path_factory.mktemp("proxy-program"), logs)
+    scene_spec = spec(parts, tmp_path_factory.mktemp("proxy-program"), logs)
     return run_driver("tests.vllm.pair_driver", json.dumps(scene_spec), mount=True, timeout=DRIVER_SECONDS)
 
 
@@ -160,7 +135,9 @@ def test_a_prefill_rollout_under_load_loses_no_request(scenes: dict[str, Any]) -
     rollout = passed(scenes["rollout"])
     assert rollout["requests"] > 10
     assert rollout["failed_count"] == 0, rollout["failed"]
-    assert rollout["old_exit"] == 0, "the old prefill drained and exited itself within its grace period"
+    assert rollout["old_exit"] == 0, "the old prefill exited within its grace period"
+    assert rollout["old_drained"], "the old prefill's engine finished its requests (vLLM: request processing complete)"
+    assert not rollout["old_force_killed"], "vLLM killed its own engine at the end of --shutdown-timeout"
     assert_pulled(rollout["after"])
 
 

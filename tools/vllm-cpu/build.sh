@@ -3,8 +3,10 @@
 # in a virtualenv of its own, the vLLM release the program renders for as source (to compare the two),
 # and a tiny model made from nothing. Once per machine, each in its own cache directory:
 #
-#   tools/vllm-cpu/build.sh           make what is missing, then print the cache directory
-#   tools/vllm-cpu/build.sh --check   print that directory if it holds everything, else exit 1
+#   tools/vllm-cpu/build.sh           make what is missing, then print where each part is
+#   tools/vllm-cpu/build.sh --check   print where each part is if all are made, else exit 1
+#
+# The parts are printed one per line as venv=DIR, model=DIR and sdist=FILE.
 #
 # ${XDG_CACHE_HOME:-~/.cache}/inference-fleet/vllm-cpu/ holds
 #   venv-<key>/        requirements.txt installed --no-deps (the key hashes it and the Python version);
@@ -31,8 +33,12 @@ complete() {
 	[[ -f $1/venv-$venv_key/.installed && -f $1/vllm-$sdist_release.tar.gz && -f $1/model-$model_key/config.json ]]
 }
 
+report() {
+	printf 'venv=%s\nmodel=%s\nsdist=%s\n' "$venv" "$model" "$sdist"
+}
+
 if complete "$root"; then
-	echo "$root"
+	report
 	exit 0
 fi
 if [[ ${1:-} == --check ]]; then
@@ -86,5 +92,5 @@ if [[ ! -f $model/config.json ]]; then
 fi
 
 echo "build.sh: made in $((SECONDS - started)) s" >&2
-complete "$root"
-echo "$root"
+complete "$root" || { echo "build.sh: $root is still not complete" >&2; exit 1; }
+report
