@@ -14,7 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, BeforeValidator, Field
@@ -142,18 +142,23 @@ def stand_ins(value: Any) -> Any:
     return _leaves(value, REDACTED)
 
 
-def plaintext_paths(value: Any) -> list[list[str | int]]:
-    """Paths of values the stack file holds in plaintext under ``secrets`` (each must be secure)."""
+def _paths(value: Any, wrong: Callable[[Any], bool]) -> list[list[str | int]]:
+    """Paths ``secrets.<name>.<key>`` of the values under ``secrets`` that are ``wrong``."""
     found: list[list[str | int]] = []
     if isinstance(value, Mapping):
         for name, data in value.items():
             if isinstance(data, Mapping):
-                found += [
-                    ["secrets", str(name), str(key)]
-                    for key, item in data.items()
-                    if not (isinstance(item, Mapping) and list(item) == [SECURE])
-                ]
+                found += [["secrets", str(name), str(key)] for key, item in data.items() if wrong(item)]
     return found
+
+
+def _secure(item: Any) -> bool:
+    return isinstance(item, Mapping) and list(item) == [SECURE]
+
+
+def plaintext_paths(value: Any) -> list[list[str | int]]:
+    """Paths of values the stack file holds in plaintext under ``secrets`` (each must be secure)."""
+    return _paths(value, lambda item: not _secure(item))
 
 
 NONCE_BYTES = 12
@@ -188,16 +193,4 @@ def decryptable(ciphertext: str) -> bool:
 
 def unset_secret_paths(value: Any) -> list[list[str | int]]:
     """Paths of ``secure`` values under ``secrets`` that no secrets provider could decrypt."""
-    found: list[list[str | int]] = []
-    if isinstance(value, Mapping):
-        for name, data in value.items():
-            if isinstance(data, Mapping):
-                found += [
-                    ["secrets", str(name), str(key)]
-                    for key, item in data.items()
-                    if isinstance(item, Mapping)
-                    and list(item) == [SECURE]
-                    and isinstance(item[SECURE], str)
-                    and not decryptable(item[SECURE])
-                ]
-    return found
+    return _paths(value, lambda item: _secure(item) and isinstance(item[SECURE], str) and not decryptable(item[SECURE]))

@@ -122,7 +122,7 @@ class Scene:
         try:
             return scene()
         except Exception:  # the other scenes still run; the test names what failed
-            return {"failed": traceback.format_exc()}
+            return {"scene_failed": traceback.format_exc()}
 
     def answers(self) -> dict[str, Any]:
         return {
@@ -288,7 +288,7 @@ class Load:
 
     def summary(self) -> dict[str, Any]:
         failed = [a for a in self.answers if a.get("status") != 200 or a.get("finish_reason") not in ("length", "stop")]
-        return {"requests": len(self.answers), "failed": failed[:5], "failed_count": len(failed)}
+        return {"requests": len(self.answers), "failures": failed[:5], "failure_count": len(failed)}
 
 
 def tail(pod: Pod, size: int = 3000) -> str:
