@@ -171,6 +171,7 @@ class Scene:
         # The prefill the rollout does not drain: a prefill answered here keeps its KV for a decode that
         # never comes, and the engine holds it as work until VLLM_MOONCAKE_ABORT_REQUEST_TIMEOUT.
         probed = self.pods.get("next_prefill", self.pods["prefill"])
+        self.ready(probed)
         real = self.url(probed)
         standin = self.url(pod)
         eos = {"logit_bias": {str(self.spec["eos_id"]): 100}, "min_tokens": None}
