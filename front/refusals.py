@@ -151,23 +151,16 @@ async def read_ahead(answer: aiohttp.ClientResponse) -> bytes | None:
     status, compressed, another type) is left unread (b"")."""
     if answer.headers.get("Content-Encoding"):
         return b""
-    if answer.status == 500 and answer.content_type == "application/json":
+    if answer.content_type == "application/json" and answer.status in (200, 500):
         head = await answer.read()
         try:
-            refused = draining_error(json.loads(head))
+            value = json.loads(head)
         except ValueError:
-            refused = False
-    elif answer.status != 200:
-        return b""
-    elif answer.content_type == EVENT_STREAM:
+            value = None
+        refused = draining_error(value) if answer.status == 500 else ABORT in finishes(value)
+    elif answer.status == 200 and answer.content_type == EVENT_STREAM:
         start = await opening(answer.content)
         head, refused = start.head, start.refused
-    elif answer.content_type == "application/json":
-        head = await answer.read()
-        try:
-            refused = ABORT in finishes(json.loads(head))
-        except ValueError:
-            refused = False
     else:
         return b""
     if not refused:
