@@ -47,6 +47,11 @@ class Scene:
     # --- pods -------------------------------------------------------------------------------
     def engine(self, role: str, name: str) -> Pod:
         pod = self.net.pod(name)
+        self.start_engine(pod, role)
+        return pod
+
+    def start_engine(self, pod: Pod, role: str) -> None:
+        """The rendered ``role`` server's container started in ``pod`` (again, after a crash)."""
         argv, env = engine_process(
             self.spec[role],
             venv=Path(self.spec["venv"]),
@@ -55,7 +60,6 @@ class Scene:
             secrets=self.spec["secrets"],
         )
         self.net.start(pod, argv, env)
-        return pod
 
     def url(self, pod: Pod, port: int | None = None) -> str:
         return f"http://{pod.address}:{port or self.spec['port']}"
@@ -153,9 +157,9 @@ class Scene:
     def prefill_request(self, url: str, **fields: Any) -> Answer:
         """A request shaped as the proxy's prefill request (front/proxy.py), straight to a prefill server."""
         transfer = {"do_remote_decode": True, "do_remote_prefill": False, "transfer_id": f"xfer-{time.monotonic_ns()}"}
-        body = {"stream": False, "max_tokens": 1, "min_tokens": 1, "kv_transfer_params": transfer, **fields}
-        body = {"model": self.model, "prompt": PROMPT, "temperature": 0, **body}
-        body = {k: v for k, v in body.items() if v is not None}
+        body = {"model": self.model, "prompt": PROMPT, "temperature": 0, "stream": False, "max_tokens": 1}
+        body |= {"min_tokens": 1, "kv_transfer_params": transfer, **fields}
+        body = {k: v for k, v in body.items() if v is not None}  # a field given None is left out
         return request(f"{url}/v1/completions", body, key=self.key, headers={"X-data-parallel-rank": "0"})
 
     def standins(self) -> dict[str, Any]:
@@ -244,14 +248,7 @@ class Scene:
         self.net.kill(decode)
         down = wait_until(lambda: not healthy(self.proxy_url()), "proxy unready without decode", RECOVERY_SECONDS)
         during = self.completion(self.proxy_url())
-        argv, env = engine_process(
-            self.spec["decode"],
-            venv=Path(self.spec["venv"]),
-            model=Path(self.spec["model"]),
-            pod_address=decode.address,
-            secrets=self.spec["secrets"],
-        )
-        self.net.start(decode, argv, env)
+        self.start_engine(decode, "decode")
         self.ready(decode)
         back = wait_until(lambda: healthy(self.proxy_url()), "proxy ready again", RECOVERY_SECONDS)
         after = self.pulled(self.completion)
