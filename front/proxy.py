@@ -8,7 +8,8 @@ finished other than at its length is the answer; ``n`` > 1 and prompt lists are 
 (``unsplittable``); the rest of vLLM's client surface goes to decode as it came (``FORWARDED_PATHS``).
 A draining engine refuses new requests (refusals.py): a refusing prefill pod is left for
 another, a refused decode is sent again on a fresh connection (another decode pod), under the same
-transfer, before the client gets any of it."""
+transfer, before the client gets any of it. A decode that fails before any output (a 5xx, or a stream
+opening on an error: ``failed_before_output``) is run again once from the prefill, under a new transfer."""
 
 from __future__ import annotations
 
@@ -23,7 +24,13 @@ import aiohttp
 from aiohttp import web
 
 from front.base import Front
-from front.refusals import COMPLETION_PATHS, RESENT_ON_ABORT, draining_error, refused_by_engine
+from front.refusals import (
+    COMPLETION_PATHS,
+    RESENT_ON_ABORT,
+    draining_error,
+    failed_before_output,
+    refused_by_engine,
+)
 from front.relay import REQUEST_TIMEOUT, error, forward, forwarded_headers, relay, scaled_to_zero, sent
 from front.watch import ROLES, Engine, Peers
 
@@ -175,12 +182,15 @@ class Proxy(Front):
             if isinstance(decoded, web.Response):
                 return decoded
             answer, head = decoded
-            if answer.status >= 500 and not retried and not await self.peers.still_current(engine):
-                # The prefill pod restarted since the last refresh, so decode found no engine
-                # under the id we named and the KV went with the old process: prefill again.
+            if not retried and failed_before_output(answer.status, answer.content_type, head):
+                # Decode failed before the client got anything: its KV load failed (the prefill pod
+                # restarted since the last refresh, so decode found no engine under the id we named;
+                # or the transfer itself failed). Prefill and decode again, once, under a new transfer.
                 answer.close()
                 retried = True
-                LOG.warning("prefill %s restarted under request %s: prefilling again", engine.host, request_id)
+                restarted = not await self.peers.still_current(engine)
+                cause = f"prefill {engine.host} restarted" if restarted else "decode failed before any output"
+                LOG.warning("%s under request %s: prefilling again", cause, request_id)
                 continue
             self.counts.answered += 1
             return await relay(request, answer, head=head)

@@ -37,7 +37,8 @@ empty choice finished "abort". A decode refused so never saw the request, so its
 KV (``_reject_add_in_shutdown`` frees nothing, unlike ``_reject_add_while_paused`` beside it): another
 decode pod pulls it under the same transfer id. A decode refused with the 500 asks its engine to drop the
 transfer, which an engine already signalled refuses too; one refused in the moment between the tokenizer
-pool's stop and that signal frees the prefill's KV, and its resend fails (docs/mooncake-proxy.md, Limits)."""
+pool's stop and that signal frees the prefill's KV, and its resend fails its pull: the proxy runs that
+request again from the prefill (``failed_before_output``; docs/mooncake-proxy.md, Limits)."""
 
 from __future__ import annotations
 
@@ -104,11 +105,16 @@ class Opening:
     """The stream's first decisive event finished a choice "abort"."""
 
 
+def event_data(event: list[bytes]) -> bytes:
+    """A server-sent event's data, its lines joined (empty for a comment)."""
+    return b"\n".join(line.removeprefix(b"data:").strip() for line in event if line.startswith(b"data:"))
+
+
 def decided(event: list[bytes]) -> bool | None:
     """What one server-sent event says: True, refused ("abort"); False, the stream goes on to the client
     (a token, another finish, an error, ``[DONE]``, something unreadable); None, nothing yet (a role,
     a usage chunk, a comment)."""
-    data = b"\n".join(line.removeprefix(b"data:").strip() for line in event if line.startswith(b"data:"))
+    data = event_data(event)
     if not data:
         return None
     if data == b"[DONE]":
@@ -122,6 +128,27 @@ def decided(event: list[bytes]) -> bool | None:
     if reasons := finishes(chunk):
         return ABORT in reasons
     return False if carries_output(chunk) else None
+
+
+def failed_before_output(status: int, content_type: str, head: bytes) -> bool:
+    """Whether a completion's answer failed before any output, from its status, type and what was read of
+    it (``read_ahead``):
+    a 5xx, or a stream whose opening ended on an error, an event vLLM sends after its 200 when the request
+    fails before its first token (a KV load that failed under ``kv_load_failure_policy`` "fail"), or on a
+    choice finished "error" with nothing generated. Nothing of it has reached the client, so the request
+    may be run again."""
+    if status >= 500:
+        return True
+    if status != 200 or content_type != EVENT_STREAM:
+        return False
+    events = [chunk for chunk in head.split(b"\n\n") if chunk.strip()]
+    try:
+        last = json.loads(event_data(events[-1].split(b"\n"))) if events else None
+    except ValueError:
+        return False
+    if not isinstance(last, dict):
+        return False
+    return "error" in last or ("error" in finishes(last) and not carries_output(last))
 
 
 async def opening(content: aiohttp.StreamReader) -> Opening:

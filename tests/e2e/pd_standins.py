@@ -51,6 +51,10 @@ request (uvicorn 0.35.0 protocols/http/httptools_impl.py and h11_impl.py ``send`
 length nor encoding is set, closed only on ``Connection: close`` or an HTTP/1.0 request). So a front's
 pooled connection to a pod that is draining is reused, and its next request is refused.
 
+A decode whose prompt is ``LOAD_FAILS_ONCE_PROMPT`` fails its first load of it (per process, streamed
+and not apart) though the transfer is there, as a real vLLM 0.32.0 decode did when the Mooncake
+transfer engine returned -1 on a starved machine (tests/vllm/, a prefill rollout under load).
+
 A streamed decode whose prompt is ``HOLD_PROMPT`` sends its first event, then holds the stream
 open (an SSE comment every 100 ms, up to ``HOLD_SECONDS``) until the proxy goes away: a long
 generation whose client leaves mid-stream.
@@ -79,6 +83,9 @@ COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
 HOLD_PROMPT = "hold the stream"
 HOLD_SECONDS = 30.0
 EOS_PROMPT = "say nothing"
+LOAD_FAILS_ONCE_PROMPT = "a flaky transfer"
+FAILED_LOADS: set[bool] = set()
+"""Whether the ``LOAD_FAILS_ONCE_PROMPT`` load failed already, by ``stream``."""
 SLOW_PROMPT = "take your time"
 """A streamed decode of this prompt sends an event every ``SLOW_EVENT_SECONDS`` (a long generation)."""
 SLOW_EVENT_SECONDS = 0.1
@@ -380,6 +387,10 @@ class Decode(VllmServer):
                 status, pulled = get_json(f"http://{worker}/pull?transfer_id={transfer}")
                 if status != 200 or pulled["engine_id"] != engine_id:
                     failure = f"transfer {params['transfer_id']} failed: {status}"
+            stream = bool(body.get("stream"))
+            if prompt_text(body) == LOAD_FAILS_ONCE_PROMPT and stream not in FAILED_LOADS:
+                FAILED_LOADS.add(stream)
+                failure = f"pulling kv_caches of {params['transfer_id']} failed: transfer engine returned -1"
         error = {"error": {"message": failure, "type": "InternalServerError", "code": 500}}
         kv = {"engine_id": engine_id, "bootstrap": bootstrap, "transfer_id": params["transfer_id"]}
         if not body.get("stream"):

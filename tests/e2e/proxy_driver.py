@@ -25,7 +25,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from tests.e2e.pd_standins import EOS_PROMPT, SLOW_PROMPT
+from tests.e2e.pd_standins import EOS_PROMPT, LOAD_FAILS_ONCE_PROMPT, SLOW_PROMPT
 
 PREFILL_A = "127.0.0.11"
 PREFILL_B = "127.0.0.12"
@@ -89,14 +89,14 @@ class Scene:
     def health(self) -> int:
         return get(f"{self.proxy_url}/health")[0]
 
-    def request(self, stream: bool = False, chat: bool = False) -> dict[str, Any]:
+    def request(self, stream: bool = False, chat: bool = False, prompt: str = "hello") -> dict[str, Any]:
         """One request through the proxy: its status, and which engine's KV decode pulled."""
         path = "/v1/chat/completions" if chat else "/v1/completions"
         payload: dict[str, Any] = {"model": "Qwen/Qwen3-8B", "max_tokens": 8, "stream": stream}
         if chat:
-            payload["messages"] = [{"role": "user", "content": "hello"}]
+            payload["messages"] = [{"role": "user", "content": prompt}]
         else:
-            payload["prompt"] = "hello"
+            payload["prompt"] = prompt
         if stream:
             payload["stream_options"] = {"include_usage": True}
         status, text = post(f"{self.proxy_url}{path}", payload)
@@ -281,6 +281,10 @@ def scenario(scene: Scene) -> dict[str, Any]:
     out["health_after_two"] = get(f"{scene.proxy_url}/health")[1]
     out["detail"] = get(f"http://127.0.0.1:{scene.spec['metrics_port']}/health")[1]
     out["shapes"] = shapes(scene)
+    out["load_fails_once"] = {
+        "plain": scene.request(prompt=LOAD_FAILS_ONCE_PROMPT),
+        "stream": scene.request(stream=True, prompt=LOAD_FAILS_ONCE_PROMPT),
+    }
     # Both roles' /health slower than the probe's timeout: shorter than the misses that take a peer
     # out, then longer.
     out["stall"] = stalled(scene, 6.0, [DECODE, PREFILL_A])
@@ -291,7 +295,7 @@ def scenario(scene: Scene) -> dict[str, Any]:
     right_after_a_refresh(scene, PREFILL_A)
     new_engine = restart_in_place(scene, PREFILL_A)
     out["unseen_restart"] = scene.request() | {"new_engine": new_engine}
-    # A stream cannot be retried once decode answered: it sees the stale id until the next refresh.
+    # A stream too: its opening (the error event after its 200) is read before the client gets any of it.
     right_after_a_refresh(scene, PREFILL_A)
     renewed = restart_in_place(scene, PREFILL_A)
     started = time.monotonic()

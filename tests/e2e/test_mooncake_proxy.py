@@ -108,14 +108,26 @@ def test_a_prefill_restart_between_two_refreshes_costs_no_plain_request(scenario
     assert "restarted under request" in scenario["proxy_log"]
 
 
-def test_a_stream_sees_a_prefill_restart_within_a_refresh(scenario: dict[str, Any]) -> None:
-    """A stream has its 200 before decode fails, so it cannot be retried: the stale id lasts until the next
-    refresh, and the error reaches the client as vLLM streams it."""
+def test_a_prefill_restart_between_two_refreshes_costs_no_stream(scenario: dict[str, Any]) -> None:
+    """A stream has its 200 before decode fails, and decode's error event opens it: the proxy reads that
+    before the client gets any of it, finds the pod's new id and prefills again."""
     stream = scenario["unseen_restart_stream"]
+    assert stream["failed"] == []
     assert stream["recovered_seconds"] <= RECOVERY_SECONDS
-    for failure in stream["failed"]:
-        assert failure["status"] == 200
-        assert "not found from bootstrap server" in failure["stream_error"]
+
+
+def test_a_decode_whose_load_fails_before_any_output_is_run_again(scenario: dict[str, Any]) -> None:
+    """The prefill engine is current and the transfer there, yet decode's load fails once (a real vLLM
+    decode did when the Mooncake transfer engine returned -1): the client gets the second run's answer,
+    whole or streamed, not the 500 or the error event."""
+    failed = scenario["load_fails_once"]
+    assert failed["plain"] == {
+        "status": 200,
+        "engine_id": scenario["first_engine"],
+        "bootstrap": "http://127.0.0.11:8998",
+    }
+    assert failed["stream"] == {"status": 200, "engine_id": scenario["first_engine"], "text": "decoded"}
+    assert scenario["proxy_log"].count("decode failed before any output under request") == 2
 
 
 def test_a_replaced_prefill_process_serves_under_its_new_engine_id_within_seconds(scenario: dict[str, Any]) -> None:

@@ -17,7 +17,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from front.base import Front
-from front.refusals import DRAINING_ERROR, RESENT_ON_ABORT, decided, read_ahead
+from front.refusals import DRAINING_ERROR, EVENT_STREAM, RESENT_ON_ABORT, decided, failed_before_output, read_ahead
 from front.watch import Server
 
 ROLE = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
@@ -45,6 +45,33 @@ def test_a_role_or_a_usage_chunk_decides_nothing_a_token_or_a_finish_does() -> N
     assert decided(event({"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]})) is False
     assert decided(event({"error": {"message": "kv load failed"}})) is False
     assert decided([b"data: [DONE]"]) is False
+
+
+def test_an_answer_failed_before_any_output_is_a_5xx_or_a_stream_opening_on_an_error() -> None:
+    """What the proxy runs again from the prefill (front/proxy.py): nothing of it reached the client."""
+    load_failed = {"error": {"message": "pulling kv_caches failed", "type": "InternalServerError", "code": 500}}
+    errored = {"choices": [{"index": 0, "text": "", "finish_reason": "error"}]}
+
+    def opened(*chunks: Any) -> bytes:  # a stream's opening: up to its first decisive event
+        return events(*chunks).removesuffix(b"data: [DONE]\n\n")
+
+    assert failed_before_output(500, "application/json", json.dumps(load_failed).encode())
+    assert failed_before_output(503, "text/plain", b"")
+    assert failed_before_output(200, EVENT_STREAM, opened(load_failed))
+    assert failed_before_output(200, EVENT_STREAM, opened(ROLE, load_failed))
+    assert failed_before_output(200, EVENT_STREAM, opened(ROLE, errored))
+    # Output, another finish, a whole answer or a client's error: passed on as it is.
+    assert not failed_before_output(200, EVENT_STREAM, opened(ROLE, TOKEN))
+    assert not failed_before_output(
+        200, EVENT_STREAM, opened({"choices": [{"index": 0, "text": "x", "finish_reason": "error"}]})
+    )
+    assert not failed_before_output(
+        200, EVENT_STREAM, opened({"choices": [{"index": 0, "text": "", "finish_reason": "stop"}]})
+    )
+    assert not failed_before_output(200, EVENT_STREAM, b"data: [DONE]\n\n")
+    assert not failed_before_output(200, EVENT_STREAM, b"")
+    assert not failed_before_output(200, "application/json", json.dumps(load_failed).encode())
+    assert not failed_before_output(400, "application/json", json.dumps(load_failed).encode())
 
 
 DRAINING_500 = {"error": {"message": DRAINING_ERROR, "type": "InternalServerError", "param": None, "code": 500}}
