@@ -1,15 +1,34 @@
-"""Which way an endpoint's model_source reaches its server, and what each way refuses
-(components/render/model_loading.py has the facts; docs/model-delivery.md the reasons)."""
+"""What an endpoint serves and which way its model_source reaches its server: where synced weights
+go, the Hub ids a server downloads, and what each way refuses (components/render/model_loading.py
+has the facts; docs/model-delivery.md the reasons)."""
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from pydantic_core import PydanticCustomError
 
 from components.catalog import pins
+from components.render.frameworks import ADAPTERS
 from components.spec.base import fail
 from components.spec.images import Framework
+
+if TYPE_CHECKING:
+    from components.spec.endpoint import Endpoint
+
+# huggingface_hub's validate_repo_id with the namespace required: each part 1-96 of letters,
+# digits, '_', '.' and '-', starting and ending with a letter, digit or '_'; no '--' or '..'.
+_HUB_PART = r"[A-Za-z0-9_]([A-Za-z0-9_.-]{0,94}[A-Za-z0-9_])?"
+_HUB_ID = re.compile(rf"^{_HUB_PART}/{_HUB_PART}$")
+MODELS_DIR = "/models"
+"""Where model_source is synced when model_path is not given: /models/<last part of the source>."""
+
+
+def is_hub_id(value: str) -> bool:
+    """``org/name`` as the Hugging Face Hub spells repository ids."""
+    return bool(_HUB_ID.match(value)) and "--" not in value and ".." not in value and not value.endswith(".git")
 
 
 def _repository(image: str) -> str:
@@ -99,4 +118,39 @@ def loading_rules(
             "'stream' reads the weights from model_source into memory, so there is no model_path to copy them "
             "to: remove model_path, or set model_loading to 'sync' to copy them there",
             at="model_loading",
+        )
+
+
+def model_rules(endpoint: Endpoint) -> Iterator[PydanticCustomError]:
+    """Every endpoint says what it serves; a model the server downloads is a Hub id."""
+    yield from loading_rules(
+        endpoint.model_source, endpoint.model_loading, endpoint.model_path, endpoint.framework, endpoint.model_revision
+    )
+    if endpoint.model_path is not None or endpoint.streams_weights:  # a synced model_source has set model_path
+        return
+    if endpoint.model is None:
+        yield fail(
+            "model_required",
+            "is required: say what the endpoint serves with model (a Hugging Face Hub id such as "
+            "Qwen/Qwen3-8B, which the server downloads), model_source (an s3:// URI of the weights, streamed "
+            "or synced into the pod) or model_path (weights already in the image)",
+            at="model",
+        )
+    elif ADAPTERS[endpoint.framework].repository:
+        yield fail(
+            "model_repository",
+            "is taken for a Hub id, but {framework} serves a model repository and downloads nothing from the "
+            "Hub: set model_source (an s3:// URI of the repository) or model_path, and model then only names "
+            "the model clients call",
+            at="model",
+            framework=endpoint.framework,
+        )
+    elif not is_hub_id(endpoint.model):
+        yield fail(
+            "hub_id",
+            "without model_source or model_path the server downloads the model from the Hugging Face Hub, so "
+            "it must be a Hub id org/name such as Qwen/Qwen3-8B, got {value!r}; to serve local weights under "
+            "this name, set model_source or model_path",
+            at="model",
+            value=endpoint.model,
         )

@@ -1,7 +1,7 @@
 """A shape per role of a split Mooncake endpoint: ``mooncake.roles.prefill`` and ``.decode``.
 
 Each field a role leaves out is the endpoint's own, so an endpoint without ``roles`` renders
-exactly as before. The pair must stay able to hand KV over (``Endpoint._kv_pair_rules``)."""
+exactly as before. The pair must stay able to hand KV over (components/spec/mooncake_checks.py)."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ from components.spec.resources import Resources
 
 SplitRole = Literal["prefill", "decode"]
 SPLIT_ROLES: tuple[SplitRole, ...] = ("prefill", "decode")
+ROLES_PATH = "mooncake.roles"
+"""Where an endpoint's role shapes are: the start of the path of a problem in one."""
 MULTI_NODE_FLAGS = ("--nnodes", "--node-rank", "--master-addr", "--pipeline-parallel-size", "--headless")
 """vLLM flags (vllm/engine/arg_utils.py) a role spanning nodes renders from ``nodes``
 (components/render/mooncake_groups.py)."""

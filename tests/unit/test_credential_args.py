@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from components.spec import Problem, SpecError, parse_stack_config
-from components.spec.endpoint import credential_flag
+from components.spec.server_args import credential_flag
 
 from .stack_builders import with_classic, with_mooncake
 
