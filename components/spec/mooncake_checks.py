@@ -4,6 +4,7 @@ and decode, roles spanning nodes) can hand KV over; and where in the config each
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -25,6 +26,12 @@ KV_LAYOUT_FLAGS = {
     "--dtype": "model dtype (the KV cache's under --kv-cache-dtype auto)",
 }
 """vLLM flags that set how a KV block is laid out in memory (vllm/config/cache.py, model.py)."""
+BOTH_RELEASE = (0, 33, 0)
+"""The first vLLM release whose MultiConnector serves mode ``both``: 0.32.0's asserts that every child
+connector with transfer stats has Prometheus metrics (multi_connector.py
+``MultiKVConnectorPromMetrics.observe``), which the Mooncake connector has not, and the server's output
+handler dies at the first transfer (found on real vLLM: tests/vllm/test_real_both.py)."""
+_RELEASE_TAG = re.compile(r"v?(\d+)\.(\d+)\.(\d+)")
 
 
 def mooncake_rules(endpoint: Endpoint, mooncake: Mooncake) -> Iterator[PydanticCustomError]:
@@ -50,9 +57,34 @@ def mooncake_rules(endpoint: Endpoint, mooncake: Mooncake) -> Iterator[PydanticC
     # The pod with the most ranks registers the most pages.
     ranks, role = max((endpoint.tensor_parallel_size(role), role) for role in _vllm_roles(mooncake))
     yield from _page_entry_rules(mooncake, ranks, role if mooncake.split else None)
+    if mooncake.mode == "both":
+        yield from _both_release_rules(endpoint)
     if mooncake.split:
         yield from _kv_pair_rules(endpoint, mooncake)
         yield from _group_rules(mooncake)
+
+
+def vllm_release(image: str) -> tuple[int, ...] | None:
+    """The release a vLLM image's tag names (``vllm/vllm-openai:v0.33.0``: 0, 33, 0); None for another
+    repository or a tag that names none (``latest``, a digest only)."""
+    name, _, tag = image.split("@", 1)[0].rpartition(":")
+    match = _RELEASE_TAG.match(tag) if name and "/" not in tag and "vllm" in name.lower() else None
+    return tuple(int(part) for part in match.groups()) if match else None
+
+
+def _both_release_rules(endpoint: Endpoint) -> Iterator[PydanticCustomError]:
+    images = {"image": endpoint.image, "canary.image": endpoint.canary.image if endpoint.canary else None}
+    images |= {f"region_image_uris.{region}": image for region, image in endpoint.region_image_uris.items()}
+    for at, image in images.items():
+        release = vllm_release(image) if image else None
+        if release is not None and release < BOTH_RELEASE:
+            yield fail(
+                "mooncake_both_release",
+                "is vLLM {release}: its MultiConnector stops the server at the first transfer in mode 'both' "
+                "(it asserts the Mooncake connector has Prometheus metrics); use vLLM 0.33.0 or later",
+                at=at,
+                release=".".join(map(str, release)),
+            )
 
 
 def _canary_rules(canary: Canary, mooncake: Mooncake) -> Iterator[PydanticCustomError]:

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from components.catalog import pins
 from components.naming import MAX_CANARY_ENDPOINT_NAME_LENGTH, MAX_ENDPOINT_NAME_LENGTH
 from components.spec import Endpoint, Problem, SpecError, StackSpec, parse_stack_config
+from components.spec.mooncake_checks import vllm_release
 from components.spec.region import ClusterAccess
 
 from .stack_builders import (
@@ -665,6 +666,13 @@ def test_rejects_invalid_canary(config: dict[str, Any], path: str, fragment: str
 
 # Section 3: the mooncake block.
 
+IMAGES_ON_0_32: list[tuple[str, dict[str, Any]]] = [
+    ("image", {"image": "vllm/vllm-openai:v0.32.0"}),
+    ("canary.image", {"canary": {"image": "registry.example:5000/ml/vllm:0.32.0-cu12", "weight": 5}}),
+    ("region_image_uris.us-east-1", {"region_image_uris": {"us-east-1": "vllm/vllm-openai:v0.32.0"}}),
+]
+"""Each place a mode-both endpoint names an image, on a vLLM release before ``BOTH_RELEASE``."""
+
 MOONCAKE_REJECTS = [
     case(
         "mooncake_with_a_framework_other_than_vllm",
@@ -787,6 +795,15 @@ MOONCAKE_REJECTS = [
         store_mode({"proxy": {"scheduling": "round_robin"}}),
         "endpoints.chat.mooncake.proxy",
         "is only used by 'disaggregated' and 'both'",
+    ),
+    *(
+        case(
+            f"both_mode_on_vllm_0_32_in_{at}",
+            with_mooncake({"mooncake": {"mode": "both"}, **fields}),
+            f"endpoints.chat.{at}",
+            "is vLLM 0.32.0: its MultiConnector stops the server at the first transfer in mode 'both'",
+        )
+        for at, fields in IMAGES_ON_0_32
     ),
     case(
         "store_disabled_in_both_mode",
@@ -1764,3 +1781,23 @@ SEVERAL_MISTAKES = [
 def test_every_mistake_is_reported_at_once(config: dict[str, Any], paths: list[str]) -> None:
     problems = rejected(config)
     assert sorted(problem.path for problem in problems) == paths, "\n".join(map(str, problems))
+
+
+@pytest.mark.parametrize(
+    ("image", "release"),
+    [
+        ("vllm/vllm-openai:v0.32.0", (0, 32, 0)),
+        ("registry.example:5000/ml/vllm:0.33.1-cu12", (0, 33, 1)),
+        ("vllm/vllm-openai:latest", None),
+        ("vllm/vllm-openai@sha256:" + "a" * 64, None),
+        ("registry.example:5000/ml/vllm", None),
+        ("lmsysorg/sglang:v0.5.2", None),
+    ],
+)
+def test_the_vllm_release_of_an_image_is_read_from_its_tag_only(image: str, release: tuple[int, ...] | None) -> None:
+    assert vllm_release(image) == release
+
+
+def test_mode_both_takes_vllm_033_an_untagged_image_and_the_default() -> None:
+    for fields in ({"image": "vllm/vllm-openai:v0.33.0"}, {"image": "vllm/vllm-openai:latest"}, {}):
+        parse_stack_config(with_mooncake({"mooncake": {"mode": "both"}, **fields}))

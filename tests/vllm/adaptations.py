@@ -15,8 +15,11 @@ made here and only here (docs/real-vllm.md lists them):
    with it the Mooncake transfer engine's threads, to the same cores (vllm/utils/ompmultiprocessing.py,
    ``OMP_PLACES`` of ``_get_autobind_cpu_ids``); with several servers on this machine's two, a prefill
    and a decode sharing one transfer starved each other for minutes;
-5. ``torch.accelerator`` on a CUDA build of torch without a GPU: tests/vllm/cpu/sitecustomize.py,
-   first on ``PYTHONPATH``.
+5. ``torch.accelerator`` and ``torch.cuda.Event`` on a CUDA build of torch without a GPU, and
+   0.33.0's MultiConnector metrics on 0.32.0 (a release difference): tests/vllm/cpu/sitecustomize.py,
+   first on ``PYTHONPATH``;
+6. a ConfigMap volume (mode ``both``'s mooncake.json): its files are written to a directory of the
+   driver's, and a rendered variable naming a file under the volume's mount path names it there.
 
 Anything else rendered goes to the server as rendered; a flag or variable the CPU build does not
 know stops it at start, which the suite reports.
@@ -36,9 +39,16 @@ CPU_ENVIRONMENT = {"VLLM_CPU_KVCACHE_SPACE": str(KV_CACHE_GIB), "VLLM_CPU_OMP_TH
 
 
 def engine_process(
-    container: Mapping[str, Any], *, venv: Path, model: Path, pod_address: str, secrets: Mapping[str, str]
+    container: Mapping[str, Any],
+    *,
+    venv: Path,
+    model: Path,
+    pod_address: str,
+    secrets: Mapping[str, str],
+    mounts: Mapping[str, Path] | None = None,
 ) -> tuple[list[str], dict[str, str]]:
-    """The command line and environment a pod with ``container`` runs, here."""
+    """The command line and environment a pod with ``container`` runs, here; ``mounts``: where the
+    files of each volume the container mounts (by volume name) are."""
     assert container.get("command") is None, "the vLLM image's entrypoint runs the rendered arguments"
     args = [str(a) for a in container["args"]]
     served = args[args.index("--served-model-name") + 1]
@@ -51,8 +61,17 @@ def engine_process(
         "PYTHONPATH": str(CPU_DIRECTORY),
         **CPU_ENVIRONMENT,
     }
+    mounted = {
+        m["mountPath"]: (mounts or {})[m["name"]]
+        for m in container.get("volumeMounts", [])
+        if m["name"] in (mounts or {})
+    }
     for variable in container.get("env", []):
-        env[variable["name"]] = _value(variable, pod_address, secrets)
+        value = _value(variable, pod_address, secrets)
+        for path, directory in mounted.items():
+            if value.startswith(f"{path.rstrip('/')}/"):
+                value = str(directory / value.removeprefix(f"{path.rstrip('/')}/"))
+        env[variable["name"]] = value
     return argv, env
 
 

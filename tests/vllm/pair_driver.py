@@ -5,7 +5,9 @@ rendered proxy program in front of them as its pod runs it, and the scenarios of
 tests/vllm/test_real_pair.py against them; prints what each saw as one JSON object.
 
 One pair serves every scenario (starting a server costs minutes here). A second prefill pod starts
-beside the first at once, out of the Service until the rollout scene takes it in.
+beside the first at once, out of the Service until the rollout scene takes it in; for the store scene
+(mode ``both``) it is in the Service from the start, and the store's master runs in a pod of its own
+under its Service's name.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from fleetctl.verify.evidence import store_puts
 from tests.vllm.adaptations import engine_process
 from tests.vllm.client import Answer, healthy, metric, request, wait_until
 from tests.vllm.pods import Pod, PodNetwork
@@ -33,6 +36,11 @@ CHAT = [{"role": "user", "content": "what does the proxy send the decode after t
 SCENES = ("answers", "eos_first", "min_tokens", "fanned_out", "standins", "rollout", "decode_restart")
 HITS = "vllm:external_prefix_cache_hits_total"
 """Prompt tokens a server took from its KV connector instead of computing them (vllm/v1/metrics/loggers.py)."""
+PROMPT_TOKENS = "vllm:prompt_tokens_total"
+"""Prompt tokens a server was asked to process (vllm/v1/metrics/loggers.py): which prefill served a request."""
+STORE_PROMPT = "the store keeps what one prefill computed for another prefill to load instead " * 6
+PUT_SECONDS = 60.0
+"""Until the master's admin summary (every 10 s) counts the first prefill's put."""
 
 
 class Scene:
@@ -58,6 +66,7 @@ class Scene:
             model=Path(self.spec["model"]),
             pod_address=pod.address,
             secrets=self.spec["secrets"],
+            mounts={name: Path(path) for name, path in self.spec.get("mounts", {}).items()},
         )
         self.net.start(pod, argv, env)
 
@@ -71,6 +80,13 @@ class Scene:
             return healthy(self.url(pod))
 
         return wait_until(up, f"{pod.name} serving", START_SECONDS, every=2)
+
+    def master(self) -> Pod:
+        """The store's master, as its StatefulSet's container runs it, under its Service's name."""
+        pod = self.net.pod("store")
+        self.net.start(pod, self.spec["master_argv"], {"PATH": self.spec["path"]})
+        self.net.name(self.spec["master_host"], [pod])
+        return pod
 
     def proxy(self) -> Pod:
         pod = self.net.pod("proxy")
@@ -108,12 +124,19 @@ class Scene:
     def run(self) -> dict[str, Any]:
         started = time.monotonic()
         scenes = self.spec.get("scenes", SCENES)
-        self.pods = {"prefill": self.engine("prefill", "prefill-a"), "decode": self.engine("decode", "decode")}
-        if "rollout" in scenes:
+        self.pods = {}
+        if "master_argv" in self.spec:
+            self.pods["master"] = self.master()
+        self.pods |= {"prefill": self.engine("prefill", "prefill-a"), "decode": self.engine("decode", "decode")}
+        if "rollout" in scenes or "store" in scenes:
             self.pods["next_prefill"] = self.engine("prefill", "prefill-b")
         self.pods["proxy"] = self.proxy()
         self.results["ready_seconds"] = max(self.ready(self.pods["prefill"]), self.ready(self.pods["decode"]))
-        self.net.name(self.spec["prefill_service"], [self.pods["prefill"]])
+        in_service = [self.pods["prefill"]]
+        if "store" in scenes:
+            self.ready(self.pods["next_prefill"])
+            in_service.append(self.pods["next_prefill"])
+        self.net.name(self.spec["prefill_service"], in_service)
         self.net.name(self.spec["decode_host"], [self.pods["decode"]])
         wait_until(lambda: healthy(self.proxy_url()), "proxy ready", RECOVERY_SECONDS)
         for name in scenes:
@@ -253,6 +276,51 @@ class Scene:
         back = wait_until(lambda: healthy(self.proxy_url()), "proxy ready again", RECOVERY_SECONDS)
         after = self.pulled(self.completion)
         return {"unready_seconds": down, "during": during, "ready_again_seconds": back, "after": after}
+
+    def store(self) -> dict[str, Any]:
+        """Mode ``both``: a prompt prefilled by one prefill and pulled by the decode point to point is put in
+        the store by that prefill's store connector; the same prompt prefilled by the other prefill, whose
+        own cache never saw it, is loaded from the store (its connector's hits: the point-to-point child
+        of a prefill loads nothing) and pulled by the decode from that prefill."""
+        prefills = {pod.name: pod for pod in (self.pods["prefill"], self.pods["next_prefill"])}
+        wait_until(lambda: len(self.prefill_pods()) == 2, "the proxy lists both prefills", RECOVERY_SECONDS)
+
+        def served() -> dict[str, Any]:
+            def counts() -> dict[str, tuple[float, float]]:
+                return {
+                    name: (metric(self.url(pod), PROMPT_TOKENS), metric(self.url(pod), HITS))
+                    for name, pod in prefills.items()
+                }
+
+            before = counts()
+            answer = self.pulled(self.completion, prompt=STORE_PROMPT)
+            after: dict[str, tuple[float, float]] = {}
+
+            def counted() -> bool:
+                after.update(counts())
+                return any(after[name][0] > before[name][0] for name in prefills)
+
+            wait_until(counted, "a prefill counting the prompt", 10)
+            (prefill,) = [name for name in prefills if after[name][0] > before[name][0]]
+            return answer | {"prefill": prefill, "prefill_external_tokens": after[prefill][1] - before[prefill][1]}
+
+        first = served()
+        master_log = self.pods["master"].log
+        assert master_log is not None
+        try:
+            stored: float | None = wait_until(
+                lambda: store_puts(master_log.read_text(errors="replace")), "put", PUT_SECONDS
+            )
+        except AssertionError:
+            stored = None  # the test says so; the second prefill then finds nothing to load
+        # The other prefill alone in the Service, so the proxy sends it the prompt whatever its routing.
+        (other,) = [pod for name, pod in prefills.items() if name != first["prefill"]]
+        self.net.name(self.spec["prefill_service"], [other])
+        wait_until(
+            lambda: list(self.prefill_pods()) == [other.address], "the proxy lists one prefill", RECOVERY_SECONDS
+        )
+        second = served()
+        return {"first": first, "stored_seconds": stored, "second": second}
 
     def prefill_pods(self) -> dict[str, Any]:
         pods: dict[str, Any] = (self.engine_ids() or {}).get("prefill", {})

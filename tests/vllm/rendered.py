@@ -32,6 +32,20 @@ def split_endpoint() -> PlacedEndpoint:
     return placed_endpoint(stack_config(endpoints={"chat": spec}))
 
 
+def both_endpoint() -> PlacedEndpoint:
+    """Mode ``both``: two prefills and one decode over TCP, the store's pool small (each of the three
+    servers gives it 256 MiB of ordinary memory here)."""
+    mooncake = {
+        "mode": "both",
+        "topology": {"prefill": 2, "decode": 1},
+        "transfer": {"protocol": "tcp"},
+        "store": {"global_segment_size": "256MiB", "local_buffer_size": "64MiB"},
+        "proxy": {"admin_api_key_secret": ADMIN_SECRET},
+    }
+    spec = mooncake_endpoint({"node_group": "gpu", "gpu_count": 1, "mooncake": mooncake})
+    return placed_endpoint(stack_config(endpoints={"chat": spec}))
+
+
 def server(objects: dict[str, dict[str, Any]], role: str) -> dict[str, Any]:
     """The one container of a role's pod."""
     (container,) = objects[role]["spec"]["template"]["spec"]["containers"]

@@ -19,6 +19,9 @@ from typing import Any
 import pytest
 
 from components.render.mooncake import mooncake_objects
+from components.render.mooncake_roles import CONFIG_VOLUME
+from components.render.mooncake_store import CONFIG_FILE, config_map, master_host, master_stateful_set
+from components.render.placement import PlacedEndpoint
 from components.render.proxy import PROXY_METRICS_PORT, PROXY_PORT, REFRESH_SECONDS
 from front.refusals import DRAINING_ERROR
 from tests.e2e.namespace import ROOT, run_driver
@@ -41,8 +44,12 @@ def variable(container: dict[str, Any], name: str) -> str:
     return str(value)
 
 
-def spec(parts: dict[str, Path], program_dir: Path, logs: Path) -> dict[str, Any]:
-    endpoint = split_endpoint()
+def spec(
+    parts: dict[str, Path], program_dir: Path, logs: Path, endpoint: PlacedEndpoint | None = None
+) -> dict[str, Any]:
+    """What the driver starts and asks: ``endpoint``'s rendered servers and proxy (the split endpoint's
+    by default), and with a store its master and the mooncake.json the servers read."""
+    endpoint = endpoint or split_endpoint()
     objects = mooncake_objects(endpoint, None)
     argv, proxy = mounted_front(objects, "proxy", program_dir)
     pod = objects["prefill"]["spec"]["template"]["spec"]
@@ -74,6 +81,21 @@ def spec(parts: dict[str, Path], program_dir: Path, logs: Path) -> dict[str, Any
         "refresh_seconds": REFRESH_SECONDS,
         "prestop_seconds": pod["containers"][0]["lifecycle"]["preStop"]["sleep"]["seconds"],
         "grace_seconds": pod["terminationGracePeriodSeconds"],
+        **(store_spec(endpoint, logs) if "store-master" in objects else {}),
+    }
+
+
+def store_spec(endpoint: PlacedEndpoint, logs: Path) -> dict[str, Any]:
+    """The store's master as its StatefulSet runs it, its Service's name, and the ConfigMap's
+    mooncake.json where the servers' volume mounts it (tests/vllm/adaptations.py, 6)."""
+    (master,) = master_stateful_set(endpoint, replicas=1)["spec"]["template"]["spec"]["containers"]
+    config = logs / "mooncake-config"
+    config.mkdir()
+    (config / CONFIG_FILE).write_text(config_map(endpoint)["data"][CONFIG_FILE])
+    return {
+        "master_argv": [*master["command"], *master["args"]],
+        "master_host": master_host(endpoint),
+        "mounts": {CONFIG_VOLUME: str(config)},
     }
 
 

@@ -29,11 +29,16 @@ import pytest
 from components.render.mooncake import mooncake_objects
 from tests.e2e.namespace import ROOT
 from tests.vllm.adaptations import CPU_ARGUMENTS, CPU_ENVIRONMENT, engine_process
-from tests.vllm.rendered import built, server, split_endpoint
+from tests.vllm.rendered import both_endpoint, built, server, split_endpoint
 
 RUN = "0.32.0"
 PINNED = "0.33.0"
 CONNECTOR = "distributed/kv_transfer/kv_connector/v1/mooncake/mooncake_connector.py"
+MULTI = "distributed/kv_transfer/kv_connector/v1/multi_connector.py"
+STORE = "distributed/kv_transfer/kv_connector/v1/mooncake/store"
+READ_WHOLE = (CONNECTOR, MULTI, f"{STORE}/connector.py", f"{STORE}/scheduler.py", f"{STORE}/coordinator.py")
+"""Files every differing function of which is recorded in :data:`REVIEWED`: the connectors mode
+``both`` and the split run (tests/vllm/test_real_both.py, test_real_pair.py)."""
 
 SAME = {
     # The scheduler half of the connector: what it keeps, pulls and frees per request.
@@ -56,6 +61,31 @@ SAME = {
     "renderers/base.py": ["_SwappableExecutor.submit", "_SwappableExecutor.shutdown"],
     # ... and a request that fails so tells the engine to drop its KV transfer.
     "entrypoints/generate/base/serving.py": ["GenerateBaseServing._with_kv_transfer_rejection_cleanup"],
+    # Mode both: the first child with a hit loads, every child sees each request finish ...
+    MULTI: [
+        "MultiConnector.get_num_new_matched_tokens",
+        "MultiConnector.update_state_after_alloc",
+        "MultiConnector.build_connector_meta",
+        "MultiConnector._aggregate_request_finished",
+        "MultiConnector.request_finished",
+        "MultiConnector.wait_for_save",
+        "MultiConnector.start_load_kv",
+    ],
+    # ... and the store's worker (its puts and loads: worker.py ``wait_for_save``, HostEvent in
+    # tests/vllm/cpu/sitecustomize.py), its keys and its config file are the same whole files.
+    f"{STORE}/worker.py": ["*"],
+    f"{STORE}/data.py": ["*"],
+    f"{STORE}/protocol.py": ["*"],
+    f"{STORE}/connector.py": [
+        "MooncakeStoreConnector.__init__",
+        "MooncakeStoreConnector.get_num_new_matched_tokens",
+        "MooncakeStoreConnector.request_finished",
+        "MooncakeStoreConnector.wait_for_save",
+    ],
+    f"{STORE}/scheduler.py": [
+        "MooncakeStoreScheduler.get_num_new_matched_tokens",  # the prefill's lookup; off on mode both's decode
+        "MooncakeStoreScheduler.update_state_after_alloc",
+    ],
 }
 
 REVIEWED = {
@@ -83,6 +113,28 @@ REVIEWED = {
     # 0.33.0 also refuses a request added while the engine is paused (sleep mode); the shutdown refusal
     # beside it is unchanged.
     "v1/engine/core.py:EngineCoreProc._handle_client_request": ("b4c4dfed25368451", "20aa2148368c3782"),
+    # 0.33.0's store scheduler builds no coordinator and references no save blocks for the
+    # capacity-only client (kv_consumer, no lookup, no decode-cache saves: mode both's decode), which
+    # in 0.32.0 built them and had nothing to save; the lookup (off there) and the prefill's puts and
+    # loads go through the same code.
+    f"{STORE}/scheduler.py:MooncakeStoreScheduler.__init__": ("8864632f70d58fc1", "e64b962316cf6ec7"),
+    f"{STORE}/scheduler.py:MooncakeStoreScheduler._reference_save_blocks": ("ec6ec491f89b6c5a", "530e7e551ee5cd45"),
+    f"{STORE}/scheduler.py:MooncakeStoreScheduler.build_connector_meta": ("964f25156afb6ce5", "6b5affedde5b15b7"),
+    f"{STORE}/scheduler.py:MooncakeStoreScheduler.register_finished_partial_tail": (
+        "0f95be72247bf747",
+        "50106ab9c92b0c6d",
+    ),
+    # 0.33.0 widens a sliding-window group's coverage by its MTP re-prefill tail (``_coverage_spec``);
+    # the suite's model has full attention only, as the examples' models do.
+    f"{STORE}/coordinator.py:MooncakeStoreCoordinator._reachable_masks": ("5a7c7104e51d9b6f", "3a4dc8a1cfdb8c60"),
+    f"{STORE}/coordinator.py:MooncakeStoreCoordinator._verify_and_split_kv_cache_groups": (
+        "10d9130f6b49acd7",
+        "9b11e65a456e3ee9",
+    ),
+    # 0.32.0 asserts every child with transfer stats has Prometheus metrics, and the Mooncake connector
+    # has none: mode both's first transfer killed the real server's output handler. 0.33.0 skips such a
+    # child; the suite runs that code on 0.32.0 (tests/vllm/cpu/sitecustomize.py observe_known_children).
+    f"{MULTI}:MultiKVConnectorPromMetrics.observe": ("f2801aef7a0fe186", "29daa767a9200704"),
 }
 
 
@@ -168,10 +220,11 @@ def parser_options(release: str) -> set[str]:
 
 
 def suite_servers() -> list[tuple[list[str], dict[str, str]]]:
-    objects = mooncake_objects(split_endpoint(), None)
+    """Every server the suite starts: the split endpoint's and mode both's prefill and decode."""
     secrets = {"chat-admin/ADMIN_API_KEY": "key"}
     return [
         engine_process(server(objects, role), venv=Path("v"), model=Path("m"), pod_address="10.0.0.1", secrets=secrets)
+        for objects in (mooncake_objects(split_endpoint(), None), mooncake_objects(both_endpoint(), None))
         for role in ("prefill", "decode")
     ]
 
@@ -220,8 +273,9 @@ def test_every_transfer_field_the_proxy_sends_is_read_by_both_connectors(release
     assert fields - constants == set()
 
 
-def test_every_function_of_the_connector_that_differs_was_read() -> None:
-    """No difference of the Mooncake connector between the two releases goes unrecorded."""
-    run, pinned = definitions(sources(RUN) / CONNECTOR), definitions(sources(PINNED) / CONNECTOR)
+@pytest.mark.parametrize("path", READ_WHOLE)
+def test_every_function_of_the_connectors_that_differs_was_read(path: str) -> None:
+    """No difference of the Mooncake connectors between the two releases goes unrecorded."""
+    run, pinned = definitions(sources(RUN) / path), definitions(sources(PINNED) / path)
     differ = {name for name in run.keys() & pinned.keys() if name != "*" and run[name] != pinned[name]}
-    assert differ - {where.partition(":")[2] for where in REVIEWED if where.startswith(CONNECTOR)} == set()
+    assert differ - {where.partition(":")[2] for where in REVIEWED if where.startswith(f"{path}:")} == set()
