@@ -1,6 +1,6 @@
 """tools/venv_install.py, the one way the Makefile fills a virtualenv: uv at the exact version the constraints
 pin, `uv pip install` under the constraints, wheels only, a line of progress per step, plain pip when uv
-cannot be installed."""
+cannot be installed; and requirements.txt carrying its lock for installs that pass no -c (the Pulumi CLI's)."""
 
 from __future__ import annotations
 
@@ -82,6 +82,15 @@ def test_the_script_reads_the_pin_the_lock_holds(script: Any) -> None:
     (expected,) = uv_pins(ROOT / "constraints.txt")
     assert script.uv_pin([ROOT / "constraints.txt"]) == expected
     assert script.uv_pin([ROOT / "requirements.txt"]) is None
+
+
+@pytest.mark.parametrize("requirements", ["requirements.txt", "policy/requirements.txt"])
+def test_requirements_carry_their_lock_for_installs_without_c(requirements: str) -> None:
+    """The Pulumi CLI builds a virtualenv it makes itself with `python -m pip install -r requirements.txt`
+    alone (its python toolchain, sdk/python/toolchain/pip.go): the file must apply its own constraints."""
+    path = ROOT / requirements
+    assert "-c constraints.txt" in path.read_text().splitlines()
+    assert (path.parent / "constraints.txt").is_file()
 
 
 class Recorder:
