@@ -83,9 +83,12 @@ def install_arguments(args: argparse.Namespace) -> list[str]:
 
 def uv_command(venv: Path, arguments: Sequence[str]) -> list[str]:
     # --system-certs: the system's CA store, as pip's configuration here uses it (uv's own bundle alone does
-    # not know a TLS-inspecting proxy's CA; SSL_CERT_FILE, where set, still counts).
+    # not know a TLS-inspecting proxy's CA; SSL_CERT_FILE, where set, still counts). --compile-bytecode: as pip
+    # does on install; without it, where PYTHONDONTWRITEBYTECODE is set (as on this machine), Python never writes
+    # the .pyc files and every run compiles what it imports again (fleetctl plan 16 s instead of 9.5 s here).
     python = str(venv / "bin" / "python")
-    return [str(venv / "bin" / "uv"), "pip", "install", "--system-certs", "--python", python, *arguments]
+    options = ["--system-certs", "--compile-bytecode", "--python", python]
+    return [str(venv / "bin" / "uv"), "pip", "install", *options, *arguments]
 
 
 def pip_command(venv: Path, arguments: Sequence[str]) -> list[str]:

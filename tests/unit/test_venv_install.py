@@ -138,6 +138,8 @@ def test_uv_is_installed_from_a_wheel_then_installs_the_requirements_wheels_only
     assert install[install.index("--python") + 1] == str(venv / "bin" / "python")
     # The system's CA store, as pip uses it (a TLS-inspecting proxy's CA is there, not in uv's bundle).
     assert "--system-certs" in install
+    # Byte-compiled as pip does: where PYTHONDONTWRITEBYTECODE is set, nothing would compile them later.
+    assert "--compile-bytecode" in install
     assert install[install.index("--only-binary") + 1] == ":all:"
     assert install[install.index("-r") + 1] == "requirements.txt"
     assert install[install.index("-c") + 1] == str(lock)
