@@ -11,11 +11,14 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
+from datetime import UTC, datetime
 from pathlib import Path
 from types import ModuleType
 from typing import Any
 
 import pytest
+
+from benchmarks import venv_install
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "tools" / "venv_install.py"
@@ -239,3 +242,26 @@ def test_a_virtualenv_built_by_the_script_is_the_lock(tmp_path: Path) -> None:
     ).stdout.split()
     pinned = [line for line in (ROOT / "constraints.txt").read_text().splitlines() if not line.startswith("#")]
     assert sorted(frozen, key=str.lower) == sorted(pinned, key=str.lower)
+
+
+def test_the_install_benchmark_writes_its_own_section_and_the_plan_benchmark_keeps_it() -> None:
+    results = [
+        venv_install.Measured(installer, cache, seconds, (1.0, 2.0), "yes", (9.0, 8.0))
+        for installer, cache, seconds in (
+            ("pip (the old Makefile)", "empty", 150.0),
+            ("pip (the old Makefile)", "warm", 60.0),
+            ("tools/venv_install.py (uv)", "empty", 30.0),
+            ("tools/venv_install.py (uv)", "warm", 12.0),
+        )
+    ]
+    section = venv_install.report(results, datetime(2026, 12, 2, 14, 0, tzinfo=UTC))
+    assert section.startswith(venv_install.BEGIN)
+    assert section.rstrip().endswith(venv_install.END)
+    assert "| tools/venv_install.py (uv) | empty | 30.0 | 9.0 | 8.0 | 1.0 -> 2.0 | yes |" in section
+    assert "empty cache: 5.0x, warm cache: 5.0x" in section
+    plans = "# Benchmarks\n\nplan tables\n"
+    written = venv_install.spliced(plans, section)
+    assert written == plans + "\n" + section
+    assert venv_install.section_of(written) == section
+    # Written again, the section replaces itself and leaves the rest.
+    assert venv_install.spliced(written + "\n# later\n", section) == written + "\n# later\n"
