@@ -20,28 +20,30 @@ IAM_SIMULATE_STAMP := $(IAM_SIMULATE)/node_modules/.installed
 
 .PHONY: install plan validate test test-tools system-deps kube engine vllm-cpu lint typecheck generate check clean bench
 
+# Each virtualenv is made and filled by tools/venv_install.py (the system python3, standard library only):
+# uv at the version its constraints file pins, then `uv pip install` of the requirements under those
+# constraints, wheels only, one line of progress per step (plain pip when uv cannot be installed).
+VENV_INSTALL := $(PYTHON) tools/venv_install.py
+
 # What the program and fleetctl need (`make plan`), then the test tooling on top (`make test`).
-$(RUNTIME_STAMP): requirements.txt constraints.txt pyproject.toml
-	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements.txt -c constraints.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -e .
+$(RUNTIME_STAMP): requirements.txt constraints.txt pyproject.toml tools/venv_install.py
+	$(VENV_INSTALL) $(VENV) -r requirements.txt -c constraints.txt
+	$(VENV_INSTALL) $(VENV) --no-deps -e . -c constraints.txt
 	touch $(RUNTIME_STAMP)
 
 $(STAMP): $(RUNTIME_STAMP) requirements-dev.txt requirements-streamer.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt -c constraints.txt
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps -r requirements-streamer.txt -c constraints.txt
+	$(VENV_INSTALL) $(VENV) -r requirements-dev.txt -c constraints.txt
+	$(VENV_INSTALL) $(VENV) --no-deps -r requirements-streamer.txt -c constraints.txt
 	touch $(STAMP)
 
-$(POLICY_STAMP): policy/requirements.txt policy/constraints.txt
-	$(PYTHON) -m venv $(POLICY_VENV)
-	$(POLICY_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r policy/requirements.txt -c policy/constraints.txt
+$(POLICY_STAMP): policy/requirements.txt policy/constraints.txt tools/venv_install.py
+	$(VENV_INSTALL) $(POLICY_VENV) -r policy/requirements.txt -c policy/constraints.txt
 	touch $(POLICY_STAMP)
 
 install: $(STAMP) $(POLICY_STAMP)
 
-$(CHECKOV_STAMP): tools/checkov/requirements.txt tools/checkov/constraints.txt
-	$(PYTHON) -m venv $(CHECKOV_VENV)
-	$(CHECKOV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check -r tools/checkov/requirements.txt -c tools/checkov/constraints.txt
+$(CHECKOV_STAMP): tools/checkov/requirements.txt tools/checkov/constraints.txt tools/venv_install.py
+	$(VENV_INSTALL) $(CHECKOV_VENV) -r tools/checkov/requirements.txt -c tools/checkov/constraints.txt
 	touch $(CHECKOV_STAMP)
 
 $(IAM_SIMULATE_STAMP): $(IAM_SIMULATE)/package.json $(IAM_SIMULATE)/package-lock.json

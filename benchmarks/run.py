@@ -43,7 +43,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from benchmarks import prod_edit
+from benchmarks import prod_edit, venv_install
 from benchmarks.records import (
     BARE_UP_TO,
     EDIT_ENDPOINT,
@@ -562,9 +562,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         time_budget=arguments.time_budget,
     )
     arguments.out.parent.mkdir(parents=True, exist_ok=True)
-    # The routing simulation's section (python -m benchmarks.routing) is its own: kept as it was.
-    kept = routing.section_of(arguments.out.read_text()) if arguments.out.exists() else ""
-    arguments.out.write_text(routing.spliced(text, kept) if kept else text)
+    # The routing simulation's section (python -m benchmarks.routing) and the virtualenv install's
+    # (python -m benchmarks.venv_install) are their own: kept as they were.
+    existing = arguments.out.read_text() if arguments.out.exists() else ""
+    for section_of, spliced in ((routing.section_of, routing.spliced), (venv_install.section_of, venv_install.spliced)):
+        kept = section_of(existing)
+        text = spliced(text, kept) if kept else text
+    arguments.out.write_text(text)
     _log(f"wrote {arguments.out}")
     return 0
 

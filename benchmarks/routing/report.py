@@ -9,6 +9,7 @@ import dataclasses
 from collections.abc import Sequence
 from pathlib import Path
 
+from benchmarks import sections
 from benchmarks.routing.simulation import APPROXIMATE, POLICIES, PRECISE, Parameters, Result, arrival_rate, simulate
 from benchmarks.routing.workloads import WORKLOADS
 from front.routing import BALANCE
@@ -101,18 +102,12 @@ def section(parameters: Parameters, tables: list[tuple[str, str, float, list[Res
 
 def spliced(existing: str, routing: str) -> str:
     """``existing`` with its routing section replaced by ``routing`` (appended when it has none)."""
-    if BEGIN in existing and END in existing:
-        before, rest = existing.split(BEGIN, 1)
-        after = rest.split(END, 1)[1].lstrip("\n")
-        return before + routing + ("\n" + after if after else "")
-    return existing.rstrip("\n") + "\n\n" + routing
+    return sections.spliced(existing, routing, BEGIN, END)
 
 
 def section_of(existing: str) -> str:
     """The routing section of ``existing`` (empty when it has none), for benchmarks/run.py to keep."""
-    if BEGIN not in existing or END not in existing:
-        return ""
-    return BEGIN + existing.split(BEGIN, 1)[1].split(END, 1)[0] + END + "\n"
+    return sections.section_of(existing, BEGIN, END)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
