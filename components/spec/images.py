@@ -82,6 +82,14 @@ _ECR = re.compile(
 )
 
 
+def repository_and_tag(image: str) -> tuple[str, str | None]:
+    """``image``'s repository (its registry and port included) and its tag, None when it has none; a digest
+    is dropped."""
+    name = image.split("@", 1)[0]
+    slash, colon = name.rfind("/"), name.rfind(":")
+    return (name[:colon], name[colon + 1 :]) if colon > slash else (name, None)
+
+
 def framework_from_image(image: str) -> Framework:
     """The framework an image serves, recognised from its repository; vLLM when unknown."""
     repository = image.rsplit("@", 1)[0].lower()

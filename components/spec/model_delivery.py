@@ -13,7 +13,7 @@ from pydantic_core import PydanticCustomError
 from components.catalog import pins
 from components.render.frameworks import ADAPTERS
 from components.spec.base import fail
-from components.spec.images import Framework
+from components.spec.images import Framework, repository_and_tag
 
 if TYPE_CHECKING:
     from components.spec.endpoint import Endpoint
@@ -31,14 +31,6 @@ def is_hub_id(value: str) -> bool:
     return bool(_HUB_ID.match(value)) and "--" not in value and ".." not in value and not value.endswith(".git")
 
 
-def _repository(image: str) -> str:
-    """``image`` without its tag or digest."""
-    name = image.split("@", 1)[0]
-    slash = name.rfind("/")
-    colon = name.rfind(":")
-    return name[:colon] if colon > slash else name
-
-
 def streams_by_default(
     framework: Framework | None, accelerator: str, image: str | None, model_path: str | None
 ) -> bool:
@@ -47,11 +39,12 @@ def streams_by_default(
     keeps the way weights load). Another image may lack it (vLLM then fails at start importing it), the
     Neuron images are untested, and a model_path given beside model_source asks for a copy there."""
     pinned = pins().vllm
+    vllm_repositories = {repository_and_tag(pinned_image)[0] for pinned_image in (pinned.image, pinned.efa_image)}
     return (
         framework == "vllm"
         and accelerator == "nvidia"
         and image is not None
-        and _repository(image) in {_repository(pinned.image), _repository(pinned.efa_image)}
+        and repository_and_tag(image)[0] in vllm_repositories
         and model_path is None
     )
 

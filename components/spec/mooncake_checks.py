@@ -13,6 +13,7 @@ from pydantic_core import PydanticCustomError
 from components.catalog import pins
 from components.scheduling import EFA_PAGE_ENTRY_BUDGET, HUGEPAGE_2MI_BYTES
 from components.spec.base import fail
+from components.spec.images import repository_and_tag
 from components.spec.mooncake import Mooncake
 from components.spec.roles import ROLES_PATH, SPLIT_ROLES
 from components.spec.server_args import flag_value
@@ -67,8 +68,8 @@ def mooncake_rules(endpoint: Endpoint, mooncake: Mooncake) -> Iterator[PydanticC
 def vllm_release(image: str) -> tuple[int, ...] | None:
     """The release a vLLM image's tag names (``vllm/vllm-openai:v0.33.0``: 0, 33, 0); None for another
     repository or a tag that names none (``latest``, a digest only)."""
-    name, _, tag = image.split("@", 1)[0].rpartition(":")
-    match = _RELEASE_TAG.match(tag) if name and "/" not in tag and "vllm" in name.lower() else None
+    repository, tag = repository_and_tag(image)
+    match = _RELEASE_TAG.match(tag) if tag is not None and "vllm" in repository.lower() else None
     return tuple(int(part) for part in match.groups()) if match else None
 
 
