@@ -234,14 +234,7 @@ def test_a_virtualenv_built_by_the_script_is_the_lock(tmp_path: Path) -> None:
         ["--no-deps", "-r", "requirements-streamer.txt", "-c", "constraints.txt"],
     ):
         subprocess.run([*script, *step], cwd=ROOT, check=True, timeout=1800)
-    frozen = subprocess.run(
-        [str(venv / "bin" / "python"), "-m", "pip", "freeze", "--disable-pip-version-check"],
-        capture_output=True,
-        text=True,
-        check=True,
-    ).stdout.split()
-    pinned = [line for line in (ROOT / "constraints.txt").read_text().splitlines() if not line.startswith("#")]
-    assert sorted(frozen, key=str.lower) == sorted(pinned, key=str.lower)
+    assert venv_install.freeze_matches(venv, with_uv=True)
 
 
 def test_the_install_benchmark_writes_its_own_section_and_the_plan_benchmark_keeps_it() -> None:
