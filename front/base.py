@@ -11,7 +11,7 @@ from typing import Any
 import aiohttp
 from aiohttp import web
 
-from front.metrics import EXPOSITION_TYPE, Counts, exposition
+from front.metrics import EXPOSITION_TYPE, Counts, Routed, exposition
 from front.refusals import RESENT_ON_ABORT, read_ahead
 from front.relay import SCALED_TO_ZERO
 from front.watch import Watch
@@ -57,7 +57,12 @@ class Front:
 
     async def metrics(self, request: web.Request) -> web.Response:
         # Content-Type set whole: aiohttp's content_type argument would not take the version parameter.
-        return web.Response(text=exposition(self.counts), headers={"Content-Type": EXPOSITION_TYPE})
+        text = exposition(self.counts, self.routing_counts())
+        return web.Response(text=text, headers={"Content-Type": EXPOSITION_TYPE})
+
+    def routing_counts(self) -> list[Routed]:
+        """What the front's routers counted (``--routing``), for /metrics."""
+        return []
 
     async def received(self, request: web.Request) -> web.StreamResponse:
         self.counts.requests += 1

@@ -24,6 +24,7 @@ import aiohttp
 from aiohttp import web
 
 from front.base import Front
+from front.metrics import Routed
 from front.refusals import (
     COMPLETION_PATHS,
     RESENT_ON_ABORT,
@@ -32,6 +33,7 @@ from front.refusals import (
     refused_by_engine,
 )
 from front.relay import REQUEST_TIMEOUT, error, forward, forwarded_headers, relay, scaled_to_zero, sent
+from front.router import PodChoice, Router, prompt_of, text_blocks
 from front.watch import ROLES, Engine, Peers
 
 LOG = logging.getLogger("mooncake-proxy")
@@ -142,6 +144,15 @@ class Proxy(Front):
         self.decode = arguments.decode
         self.peers = peers
         self.key = os.environ.get("VLLM_API_KEY")
+        routing = arguments.routing
+        self.prefill_router = None if routing is None else Router(routing)
+        """With ``--routing``: the prefill engine of each request (else: in turn)."""
+        self.decode_router = None if routing is None or peers.decode_pods is None else Router(routing)
+        """With ``--routing`` and ``--decode-pods``: the decode pod of each request (else: the Service's choice)."""
+
+    def routing_counts(self) -> list[Routed]:
+        routers = {"prefill": self.prefill_router, "decode": self.decode_router}
+        return [router.routed(role) for role, router in routers.items() if router is not None]
 
     def headers(self, request_id: str) -> dict[str, str]:
         headers = {"X-Request-Id": request_id}
@@ -163,10 +174,26 @@ class Proxy(Front):
         if at_zero := self.at_zero():
             self.counts.unserved_by(at_zero)
             return scaled_to_zero(at_zero, self.retry_after_seconds)
+        routed = self.prefill_router is not None and self.prefill_router.mode == "prefix"
+        blocks = text_blocks(prompt_of(request.path, body)) if routed else []
+        choice = None
+        if self.decode_router is not None and self.peers.decode_pods is not None:
+            choice = PodChoice(self.peers.decode_pods, self.decode_router, blocks)
+        try:
+            return await self.split(request, body, blocks, choice)
+        finally:
+            if choice is not None:
+                choice.release()
+
+    async def split(
+        self, request: web.Request, body: dict[str, Any], blocks: list[int], choice: PodChoice | None
+    ) -> web.StreamResponse:
+        """The request prefilled, then decoded (on ``choice``'s pod, or through the Service), the answer
+        relayed; run again once from the prefill when decode fails before any output."""
         retried = False
         while True:
             request_id = uuid.uuid4().hex
-            prefilled = await self.prefill(request.path, body, request_id)
+            prefilled = await self.prefill(request.path, body, request_id, blocks)
             if isinstance(prefilled, web.Response):
                 return prefilled
             engine, prefill_answer = prefilled
@@ -178,7 +205,7 @@ class Proxy(Front):
                     events = as_events(request.path, prefill_answer, body)
                     return web.Response(body=events, content_type="text/event-stream")
                 return web.json_response(prefill_answer)
-            decoded = await self.decoded(request.path, body, engine, request_id)
+            decoded = await self.decoded(request.path, body, engine, request_id, choice)
             if isinstance(decoded, web.Response):
                 return decoded
             answer, head = decoded
@@ -188,6 +215,9 @@ class Proxy(Front):
                 # or the transfer itself failed). Prefill and decode again, once, under a new transfer.
                 answer.close()
                 retried = True
+                if choice is not None:  # that pod may take it again: the fault may be the prefill's
+                    choice.release()
+                    choice.tried.clear()
                 restarted = not await self.peers.still_current(engine)
                 cause = f"prefill {engine.host} restarted" if restarted else "decode failed before any output"
                 LOG.warning("%s under request %s: prefilling again", cause, request_id)
@@ -196,10 +226,10 @@ class Proxy(Front):
             return await relay(request, answer, head=head)
 
     async def decoded(
-        self, path: str, body: dict[str, Any], engine: Engine, request_id: str
+        self, path: str, body: dict[str, Any], engine: Engine, request_id: str, choice: PodChoice | None
     ) -> tuple[aiohttp.ClientResponse, bytes] | web.Response:
         """Decode's answer to the request ``engine`` prefilled and what was read of it (``Front.unrefused``),
-        or the answer to give the client."""
+        or the answer to give the client; sent to ``choice``'s pod, or to the decode Service without one."""
         payload = {
             **body,
             "kv_transfer_params": {
@@ -210,10 +240,15 @@ class Proxy(Front):
                 "transfer_id": f"xfer-{request_id}",
             },
         }
-        url, headers = f"{self.decode}{path}", self.headers(request_id)
+        headers = self.headers(request_id)
+
+        async def post(session: aiohttp.ClientSession, base: str) -> aiohttp.ClientResponse:
+            return await sent(session, "POST", f"{base}{path}", json=payload, headers=headers, timeout=REQUEST_TIMEOUT)
 
         async def send(session: aiohttp.ClientSession) -> aiohttp.ClientResponse:
-            return await sent(session, "POST", url, json=payload, headers=headers, timeout=REQUEST_TIMEOUT)
+            if choice is None:
+                return await post(session, self.decode)
+            return await choice.send(lambda base: post(session, base))
 
         try:
             unrefused = await self.unrefused(send, f"request {request_id}")
@@ -251,36 +286,66 @@ class Proxy(Front):
         self.counts.answered += 1
         return await relay(request, answer, forward_headers=True)
 
+    def next_prefill(self, tried: set[str], blocks: list[int]) -> Engine | None:
+        """The engine that prefills next, of a pod not ``tried``: in turn, or by ``--routing`` (then held in
+        flight on its router until ``Router.done``)."""
+        if self.prefill_router is None:
+            return self.peers.pick(tried)
+        candidates = {engine_key(engine): engine for engine in self.peers.candidates(tried)}
+        self.prefill_router.keep(engine_key(e) for engines in self.peers.engines.values() for e in engines)
+        chosen = self.prefill_router.choose(list(candidates), blocks)
+        return None if chosen is None else candidates[chosen]
+
     async def prefill(
-        self, path: str, body: dict[str, Any], request_id: str
+        self, path: str, body: dict[str, Any], request_id: str, blocks: list[int]
     ) -> tuple[Engine, dict[str, Any]] | web.Response:
         """The engine that prefilled the request and its answer, or the answer to give the client."""
         payload = prefill_body(body, request_id)
         tried: set[str] = set()
-        while (engine := self.peers.pick(tried)) is not None:
+        while (engine := self.next_prefill(tried, blocks)) is not None:
             tried.add(engine.host)
-            headers = {**self.headers(request_id), "X-data-parallel-rank": str(engine.rank)}
-            url = f"{self.peers.prefill_url(engine.host)}{path}"
             try:
-                answer = await sent(self.session, "POST", url, json=payload, headers=headers, timeout=REQUEST_TIMEOUT)
-                async with answer:
-                    content = await answer.read()
-                    try:
-                        prefilled = json.loads(content)
-                    except ValueError:
-                        prefilled = {}
-                    if answer.status < 400 and not refused_by_engine(prefilled):
-                        return engine, prefilled
-                    if 400 <= answer.status < 500:  # the request itself: no other prefill pod would take it
-                        return web.Response(status=answer.status, body=content, content_type=answer.content_type)
-                    if answer.status < 400 or draining_error(prefilled):
-                        reason = "its engine refused the request (draining)"
-                        self.peers.refused(engine.host)
-                    else:
-                        reason = f"answered {answer.status}"
-            except (TimeoutError, aiohttp.ClientError) as failure:
-                reason = str(failure) or type(failure).__name__
-            LOG.warning("prefill %s failed (%s): taken out of rotation", engine.host, reason)
-            self.peers.suspect(engine.host)
+                return await self.prefill_on(engine, path, payload, request_id)
+            except PrefillError as failure:
+                LOG.warning("prefill %s failed (%s): taken out of rotation", engine.host, failure)
+                self.peers.suspect(engine.host)
+            finally:
+                if self.prefill_router is not None:
+                    self.prefill_router.done(engine_key(engine))
         self.counts.unserved_by(["prefill"] if self.peers.decode_up else ["prefill", "decode"])
         return error(503, "no prefill instance is available")
+
+    async def prefill_on(
+        self, engine: Engine, path: str, payload: dict[str, Any], request_id: str
+    ) -> tuple[Engine, dict[str, Any]] | web.Response:
+        """``engine``'s prefill of ``payload`` and its answer, or the client's error to answer; raises
+        ``PrefillError`` when another pod should take it."""
+        headers = {**self.headers(request_id), "X-data-parallel-rank": str(engine.rank)}
+        url = f"{self.peers.prefill_url(engine.host)}{path}"
+        try:
+            answer = await sent(self.session, "POST", url, json=payload, headers=headers, timeout=REQUEST_TIMEOUT)
+            async with answer:
+                content = await answer.read()
+        except (TimeoutError, aiohttp.ClientError) as failure:
+            raise PrefillError(str(failure) or type(failure).__name__) from failure
+        try:
+            prefilled = json.loads(content)
+        except ValueError:
+            prefilled = {}
+        if answer.status < 400 and not refused_by_engine(prefilled):
+            return engine, prefilled
+        if 400 <= answer.status < 500:  # the request itself: no other prefill pod would take it
+            return web.Response(status=answer.status, body=content, content_type=answer.content_type)
+        if answer.status < 400 or draining_error(prefilled):
+            self.peers.refused(engine.host)
+            raise PrefillError("its engine refused the request (draining)")
+        raise PrefillError(f"answered {answer.status}")
+
+
+class PrefillError(Exception):
+    """A prefill pod failed the request in a way another pod may not: unreachable, draining, a 5xx."""
+
+
+def engine_key(engine: Engine) -> str:
+    """A prefill engine as its router knows it: a restarted engine (a new id) is a new backend."""
+    return f"{engine.host}/{engine.rank}/{engine.engine_id}"

@@ -18,6 +18,7 @@ from front.base import Front
 from front.gate import Gate
 from front.proxy import Proxy
 from front.relay import error
+from front.router import MODES
 from front.watch import ROLES, SERVER, Peers, Server, Watch
 
 LOG = logging.getLogger("mooncake-proxy")
@@ -119,6 +120,25 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--decode", help="URL of the decode Service")
     parser.add_argument("--forward", help="the gate: URL of the server Service every request goes to")
     parser.add_argument("--forward-health", default="/health", help="the server's health path (with --forward)")
+    parser.add_argument(
+        "--routing",
+        choices=MODES,
+        help="choose the backend of each request: prefix (the one the front last sent the longest part of the "
+        "prompt, within a load balance), least-load (fewest requests in flight from this front) or random; the "
+        "proxy's prefill engine, and with --decode-pods its decode pod; the gate's server pod (with --forward-pods)",
+    )
+    parser.add_argument(
+        "--decode-pods",
+        metavar="URL",
+        help="with --routing: URL whose host resolves to every ready decode pod (a headless Service) and whose port "
+        "is theirs; each decode goes to the pod the front chooses instead of through --decode",
+    )
+    parser.add_argument(
+        "--forward-pods",
+        metavar="URL",
+        help="with --forward and --routing: URL whose host resolves to every ready server pod (a headless Service) "
+        "and whose port is theirs; each request goes to the pod the gate chooses",
+    )
     parser.add_argument("--refresh-seconds", type=float, default=2.0)
     parser.add_argument(
         "--probe-misses",
@@ -151,18 +171,28 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         "--retry-after-seconds", type=seconds, default=30, help="the Retry-After of requests answered at zero"
     )
     arguments = parser.parse_args(argv)
+    for flag, value in (("--decode-pods", arguments.decode_pods), ("--forward-pods", arguments.forward_pods)):
+        if value is not None and arguments.routing is None:
+            parser.error(f"{flag} needs --routing: without it the Service chooses the pod")
+        if value is not None and not value.startswith(("http://", "https://")):
+            parser.error(f"{flag} must be a URL (http://NAME:PORT), got {value!r}")
     split = {"--prefill-service": arguments.prefill_service, "--prefill-port": arguments.prefill_port}
     split |= {"--bootstrap-port": arguments.bootstrap_port, "--decode": arguments.decode}
     if arguments.forward is not None:
         given = [flag for flag, value in split.items() if value is not None]
-        if given:
+        if given or arguments.decode_pods is not None:
+            given += ["--decode-pods"] if arguments.decode_pods is not None else []
             parser.error(f"--forward sends every request to one server: {', '.join(given)} do not apply")
+        if arguments.routing is not None and arguments.forward_pods is None:
+            parser.error("--routing with --forward needs --forward-pods URL: the pods to choose between")
         if set(arguments.scale_to_zero) - {SERVER}:
             parser.error("with --forward, --scale-to-zero takes only server")
         if not arguments.forward_health.startswith("/"):
             parser.error(f"--forward-health must be a path starting with /, got {arguments.forward_health!r}")
         arguments.forward = arguments.forward.rstrip("/")
         return arguments
+    if arguments.forward_pods is not None:
+        parser.error("--forward-pods needs --forward: it names the gate's server pods")
     absent = [flag for flag, value in split.items() if value is None]
     if absent:
         parser.error(f"the prefill/decode proxy needs {', '.join(absent)} (or --forward URL for the gate)")

@@ -20,6 +20,7 @@ import contextlib
 import itertools
 import logging
 import socket
+import urllib.parse
 from dataclasses import dataclass
 from typing import Any
 
@@ -46,6 +47,20 @@ class Engine:
 
 def url_host(address: str) -> str:
     return f"[{address}]" if ":" in address else address
+
+
+async def resolve(name: str) -> list[str] | None:
+    """Every address ``name`` resolves to, as each goes into a URL: a headless Service's ready pods (none
+    while it has none: the name does not resolve); None when the lookup timed out."""
+    loop = asyncio.get_running_loop()
+    lookup = loop.getaddrinfo(name, None, type=socket.SOCK_STREAM)
+    try:
+        answers = await asyncio.wait_for(lookup, RESOLVE_TIMEOUT_SECONDS)
+    except TimeoutError:
+        return None
+    except OSError:
+        return []
+    return sorted({url_host(str(answer[4][0])) for answer in answers})
 
 
 def engines_of(host: str, query: Any) -> list[Engine]:
@@ -135,27 +150,93 @@ class Watch:
             self.wake.clear()
 
 
+class Pods:
+    """The pods behind a headless Service (``--decode-pods``, ``--forward-pods``: a URL whose host is the
+    Service's name and whose port is the pods'), for a front that chooses the pod itself
+    (``--routing``): the addresses the name resolves to (its ready pods), each serving while its
+    ``health`` path answers 200. A pod that refused a request as a draining vLLM does stays out while
+    its health answers 200 (a draining vLLM's does to the end) until it leaves the Service or its
+    health fails once (a server restarting in the same pod comes back when it answers again)."""
+
+    def __init__(self, watch: Watch, role: str, url: str, health: str) -> None:
+        parts = urllib.parse.urlsplit(url)
+        if parts.hostname is None:
+            raise ValueError(f"{url!r} names no host")
+        self.watch = watch
+        self.role = role
+        self.name = parts.hostname
+        self.base = f"{parts.scheme}://{{host}}" + (f":{parts.port}" if parts.port is not None else "")
+        self.health = health
+        self.up: list[str] = []
+        self.draining: set[str] = set()
+
+    def url(self, host: str) -> str:
+        return self.base.format(host=host)
+
+    async def refresh(self) -> None:
+        hosts = await resolve(self.name)
+        if hosts is None:  # the lookup timed out: the pods are those we knew
+            hosts = sorted(self.up)
+        found = await asyncio.gather(*(self.watch.answers(f"{self.url(host)}{self.health}") for host in hosts))
+        up = []
+        for host, answered in zip(hosts, found, strict=True):
+            if answered is False:
+                self.draining.discard(host)
+            if self.watch.heard(f"{self.role} {host}", answered, host in self.up) and host not in self.draining:
+                up.append(host)
+        if up != self.up:
+            LOG.info("%s pods serving: %s", self.role, up or "none")
+        self.up = up
+        self.draining &= set(hosts)
+        self.watch.silence.count = {
+            peer: n
+            for peer, n in self.watch.silence.count.items()
+            if not peer.startswith(f"{self.role} ") or peer.removeprefix(f"{self.role} ") in hosts
+        }
+
+    def suspect(self, host: str) -> None:
+        """Out of rotation until a refresh finds it serving again, which starts now."""
+        if host in self.up:
+            self.up.remove(host)
+        self.watch.wake.set()
+
+    def refused(self, host: str) -> None:
+        """The pod's server refuses new requests (it drains)."""
+        self.draining.add(host)
+        self.suspect(host)
+
+
 class Server(Watch):
     """The gate's one backend: the server Service, up while its health path answers 200."""
 
     def __init__(self, arguments: argparse.Namespace, session: aiohttp.ClientSession) -> None:
         super().__init__(arguments, session)
         self.up = False
+        pods = arguments.forward_pods
+        self.pods = None if pods is None else Pods(self, SERVER, pods, arguments.forward_health)
+        """With ``--forward-pods``: the server's pods, each request sent to one the gate chooses."""
 
     def missing(self) -> list[str]:
         return [] if self.up else [SERVER]
 
     def state(self, detail: bool) -> dict[str, Any]:
+        if detail and self.pods is not None:
+            return {SERVER: self.up, "server_pods": list(self.pods.up)}
         return {SERVER: self.up}
 
     def down(self) -> None:
-        """A forwarded request found no server: missing until a refresh finds it, which starts now."""
-        self.up = False
+        """A forwarded request found no server: missing until a refresh finds it, which starts now (with
+        ``--forward-pods``, missing only once no pod is left serving)."""
+        self.up = self.pods is not None and bool(self.pods.up)
         self.wake.set()
 
     async def refresh(self) -> None:
-        answered = await self.answers(f"{self.arguments.forward}{self.arguments.forward_health}")
-        up = self.heard(SERVER, answered, self.up)
+        if self.pods is not None:
+            await self.pods.refresh()
+            up = bool(self.pods.up)
+        else:
+            answered = await self.answers(f"{self.arguments.forward}{self.arguments.forward_health}")
+            up = self.heard(SERVER, answered, self.up)
         if up != self.up:
             LOG.info("server %s", "serving" if up else "out of rotation")
         self.up = up
@@ -175,6 +256,9 @@ class Peers(Watch):
         self.probes = asyncio.Semaphore(CONCURRENT_PROBES)
         self.draining: dict[str, list[Engine]] = {}
         """Pods whose engines refused a request as a draining vLLM does, and those engines."""
+        pods = arguments.decode_pods
+        self.decode_pods = None if pods is None else Pods(self, "decode", pods, "/health")
+        """With ``--decode-pods``: the decode pods, each decode sent to one the proxy chooses."""
 
     def prefill_url(self, host: str) -> str:
         return f"http://{host}:{self.arguments.prefill_port}"
@@ -192,23 +276,13 @@ class Peers(Watch):
         balancer reaches, only how many serve (no pod address, no engine id)."""
         if not detail:
             return {"prefill": sum(map(len, self.engines.values())), "decode": self.decode_up}
-        return {
+        state: dict[str, Any] = {
             "prefill": {host: {str(e.rank): e.engine_id for e in engines} for host, engines in self.engines.items()},
             "decode": self.decode_up,
         }
-
-    async def resolve(self) -> list[str] | None:
-        """Every ready prefill pod's address (none while the Service has none: the name does not resolve);
-        None when the lookup timed out."""
-        loop = asyncio.get_running_loop()
-        lookup = loop.getaddrinfo(self.arguments.prefill_service, None, type=socket.SOCK_STREAM)
-        try:
-            answers = await asyncio.wait_for(lookup, RESOLVE_TIMEOUT_SECONDS)
-        except TimeoutError:
-            return None
-        except OSError:
-            return []
-        return sorted({url_host(str(answer[4][0])) for answer in answers})
+        if self.decode_pods is not None:
+            state["decode_pods"] = list(self.decode_pods.up)
+        return state
 
     async def probe(self, host: str) -> list[Engine] | None:
         """The pod's engines under their current ids; none unless it serves and names them; None when
@@ -227,11 +301,18 @@ class Peers(Watch):
             except (aiohttp.ClientError, ValueError):
                 return []
 
+    async def decode_serving(self) -> bool:
+        """Whether decode serves: a decode pod does (``--decode-pods``), or the decode Service answers."""
+        if self.decode_pods is not None:
+            await self.decode_pods.refresh()
+            return bool(self.decode_pods.up)
+        return self.heard("decode", await self.answers(f"{self.arguments.decode}/health"), self.decode_up)
+
     async def refresh(self) -> None:
-        hosts = await self.resolve()
+        hosts = await resolve(self.arguments.prefill_service)
         if hosts is None:  # the lookup timed out: the pods are those we knew
             hosts = sorted(self.engines)
-        decode = asyncio.ensure_future(self.answers(f"{self.arguments.decode}/health"))
+        decode = asyncio.ensure_future(self.decode_serving())
         found = await asyncio.gather(*(self.probe(host) for host in hosts))
         engines = {}
         for host, listed in zip(hosts, found, strict=True):
@@ -243,7 +324,7 @@ class Peers(Watch):
             was = self.engines.get(host, [])
             if self.heard(host, None if listed is None else bool(listed), bool(was)):
                 engines[host] = listed or was
-        decode_up = self.heard("decode", await decode, self.decode_up)
+        decode_up = await decode
         if decode_up != self.decode_up:
             LOG.info("decode %s", "serving" if decode_up else "out of rotation")
         self.decode_up = decode_up
@@ -252,15 +333,18 @@ class Peers(Watch):
                 ids = [engine.engine_id for engine in engines.get(host, [])]
                 LOG.info("prefill %s: %s", host, f"engines {ids}" if ids else "out of rotation")
         self.engines = engines
-        self.silence.count = {peer: n for peer, n in self.silence.count.items() if peer in {*hosts, "decode"}}
+        kept = {*hosts, "decode"}
+        self.silence.count = {p: n for p, n in self.silence.count.items() if p in kept or p.startswith("decode ")}
         self.draining = {host: engines for host, engines in self.draining.items() if host in hosts}
         self.known = True
 
+    def candidates(self, tried: set[str]) -> list[Engine]:
+        """The serving engines of pods not ``tried`` yet."""
+        return [engine for host, engines in sorted(self.engines.items()) if host not in tried for engine in engines]
+
     def pick(self, tried: set[str]) -> Engine | None:
         """The next engine in turn, of a pod not ``tried`` yet."""
-        candidates = [
-            engine for host, engines in sorted(self.engines.items()) if host not in tried for engine in engines
-        ]
+        candidates = self.candidates(tried)
         if not candidates:
             return None
         return candidates[next(self.turn) % len(candidates)]

@@ -393,6 +393,7 @@ class Decode(VllmServer):
                 failure = f"pulling kv_caches of {params['transfer_id']} failed: transfer engine returned -1"
         error = {"error": {"message": failure, "type": "InternalServerError", "code": 500}}
         kv = {"engine_id": engine_id, "bootstrap": bootstrap, "transfer_id": params["transfer_id"]}
+        kv["decode"] = self.headers.get("Host", "").rsplit(":", 1)[0]  # which decode pod answered (routing by pod)
         if not body.get("stream"):
             # A failed load finishes the generation with an error: 500 Internal server error.
             answer = {"model": body.get("model"), "choices": [{"index": 0, "text": "decoded"}], "kv": kv}

@@ -128,7 +128,7 @@ def against(backend: Backend, test: Callable[[Front, str], Awaitable[Any]]) -> A
         async with TestServer(app, host="127.0.0.1") as server:
             pooled = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
             fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True))
-            arguments = argparse.Namespace(scale_to_zero=[], retry_after_seconds=1, probe_misses=3)
+            arguments = argparse.Namespace(scale_to_zero=[], retry_after_seconds=1, probe_misses=3, forward_pods=None)
             front = Front(arguments, Server(arguments, pooled), (pooled, fresh), ["server"])
             try:
                 return await test(front, str(server.make_url("/v1/chat/completions")))
