@@ -157,6 +157,21 @@ PROXY_UNSERVED = "inference_fleet_proxy_unserved_requests_total"
 PROXY_ANSWERED = "inference_fleet_proxy_answered_total"
 PROXY_IN_FLIGHT = "inference_fleet_proxy_requests_in_flight"
 PROXY_LAST_REQUEST = "inference_fleet_proxy_last_request_timestamp_seconds"
+# Only a front with --routing exports these (front/router.py): the prompt blocks it routed, those the
+# chosen backend was believed to hold, and each backend's load as the front counts it.
+PROXY_ROUTED_BLOCKS = "inference_fleet_proxy_routed_blocks_total"
+PROXY_ROUTED_CACHED_BLOCKS = "inference_fleet_proxy_routed_cached_blocks_total"
+PROXY_BACKEND_IN_FLIGHT = "inference_fleet_proxy_backend_requests_in_flight"
+
+PREFIX_CACHE: dict[Framework, tuple[Series, Series]] = {
+    # Prompt tokens found in the engine's own prefix cache, and prompt tokens looked up: the engine's hit
+    # rate, what routing by prefix raises (prometheus_client adds _total to a counter's name).
+    "vllm": (
+        Series("vllm:prefix_cache_hits_total", "counter", _VLLM_LOGGERS),
+        Series("vllm:prefix_cache_queries_total", "counter", _VLLM_LOGGERS),
+    ),
+}
+"""(hits, queries) of the engine's prefix cache, in tokens, where the framework counts them."""
 
 
 def series(framework: Framework, signal: Signal) -> Series | None:

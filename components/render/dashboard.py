@@ -7,22 +7,28 @@ note names what is missing, so nobody reads an empty graph as an idle server.
 A split Mooncake endpoint (and its canary set) also gets a row for its proxy, which stays up when
 prefill and decode scale to zero: the requests it received and relayed, those it answered 503
 because a role had no pod (per role), those in flight, and how many prefill and decode pods
-Prometheus scrapes, 0 at zero rather than no data. A classic endpoint's gate (min_replicas 0) gets
-the same row, for its server."""
+Prometheus scrapes, 0 at zero rather than no data. A classic endpoint's gate (min_replicas 0, or
+routing) gets the same row, for its server. A front that routes also shows the share of the prompts
+it believed cached where it sent them and its load on each backend; every vLLM row shows the engine's
+own prefix-cache hit rate, the figure routing by prefix raises."""
 
 from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 from components import naming
 from components.metric_table import (
     DCGM,
+    PREFIX_CACHE,
     PROXY_ANSWERED,
+    PROXY_BACKEND_IN_FLIGHT,
     PROXY_IN_FLIGHT,
     PROXY_REQUESTS,
+    PROXY_ROUTED_BLOCKS,
+    PROXY_ROUTED_CACHED_BLOCKS,
     PROXY_UNSERVED,
     SIGNAL_MEANING,
     TABLE,
@@ -131,6 +137,14 @@ def role_panels(namespace: str, endpoint: str, role: naming.Role, framework: Fra
             missing.append(signal)
         else:
             panels.append(_panel(title, unit, targets))
+    if framework in PREFIX_CACHE:
+        hits, queries = PREFIX_CACHE[framework]
+        ratio = f"sum(rate({hits.name}{labels}[{WINDOW}])) / sum(rate({queries.name}{labels}[{WINDOW}]))"
+        panels.append(
+            _panel(
+                "Prefix-cache hit rate (prompt tokens)", "percentunit", [{"expr": ratio, "legendFormat": "hit rate"}]
+            )
+        )
     gpu = [{"expr": f"avg({DCGM['gpu'].name}{labels})", "legendFormat": "gpu"}]
     panels.append(_panel("GPU utilisation", "percent", gpu))
     if missing:
@@ -140,9 +154,12 @@ def role_panels(namespace: str, endpoint: str, role: naming.Role, framework: Fra
     return panels
 
 
-def proxy_panels(namespace: str, endpoint: str, front: naming.Role = PROXY_ROLE) -> list[dict[str, Any]]:
+def proxy_panels(
+    namespace: str, endpoint: str, front: naming.Role = PROXY_ROLE, routed: bool = False
+) -> list[dict[str, Any]]:
     """A split endpoint's proxy row (a classic endpoint's gate row): what it received and could not
-    serve, and the pods of the roles behind it."""
+    serve, and the pods of the roles behind it; a front that routes (``routing``) adds the share of the
+    prompts it believed cached where it sent them, and the load it holds on each backend."""
     labels = selector(namespace, endpoint, front)
     traffic = [
         {"expr": f"sum(rate({PROXY_REQUESTS}{labels}[{WINDOW}]))", "legendFormat": "received"},
@@ -158,12 +175,29 @@ def proxy_panels(namespace: str, endpoint: str, front: naming.Role = PROXY_ROLE)
         }
         for role in roles
     ]
-    return [
+    panels = [
         _panel("Requests received and answered /s", "reqps", traffic),
         _panel("Unserved (503, no pod of the role) /s", "reqps", unserved),
         _panel("Requests in flight", "short", in_flight),
         _panel(f"{' and '.join(roles).capitalize()} pods up (0: scaled to zero)", "short", pods),
     ]
+    if routed:
+        believed = (
+            f"sum by (backend) (rate({PROXY_ROUTED_CACHED_BLOCKS}{labels}[{WINDOW}]))"
+            f" / sum by (backend) (rate({PROXY_ROUTED_BLOCKS}{labels}[{WINDOW}]))"
+        )
+        load = f"sum by (backend, target) ({PROXY_BACKEND_IN_FLIGHT}{labels})"
+        panels += [
+            _panel(
+                "Prompt believed cached where routed",
+                "percentunit",
+                [{"expr": believed, "legendFormat": "{{backend}}"}],
+            ),
+            _panel(
+                "Requests in flight per backend", "short", [{"expr": load, "legendFormat": "{{backend}} {{target}}"}]
+            ),
+        ]
+    return panels
 
 
 def panel_id(key: str, used: set[int]) -> int:
@@ -181,8 +215,11 @@ def panel_id(key: str, used: set[int]) -> int:
     return number
 
 
-def dashboard(region: str, rows: Iterable[tuple[str, str, naming.Role, Framework]]) -> dict[str, Any]:
-    """Grafana dashboard JSON; ``rows`` are (namespace, series endpoint, role, framework)."""
+def dashboard(
+    region: str, rows: Iterable[tuple[str, str, naming.Role, Framework]], routed: Collection[tuple[str, str]] = ()
+) -> dict[str, Any]:
+    """Grafana dashboard JSON; ``rows`` are (namespace, series endpoint, role, framework), ``routed`` the
+    (namespace, series endpoint) whose front routes (``routing_fronts``)."""
     panels: list[dict[str, Any]] = []
     used: set[int] = set()
     y = 0
@@ -196,7 +233,7 @@ def dashboard(region: str, rows: Iterable[tuple[str, str, naming.Role, Framework
         )  # fmt: skip
         y += 1
         if proxy:
-            row_panels = proxy_panels(namespace, endpoint, role)
+            row_panels = proxy_panels(namespace, endpoint, role, (namespace, endpoint) in routed)
         else:
             row_panels = role_panels(namespace, endpoint, role, framework)
         for index, panel in enumerate(row_panels):
@@ -217,21 +254,40 @@ def dashboard(region: str, rows: Iterable[tuple[str, str, naming.Role, Framework
     }
 
 
-def dashboard_config_map(region: str, rows: Iterable[tuple[str, str, naming.Role, Framework]]) -> dict[str, Any]:
+def dashboard_config_map(
+    region: str, rows: Iterable[tuple[str, str, naming.Role, Framework]], routed: Collection[tuple[str, str]] = ()
+) -> dict[str, Any]:
     name = dashboard_name(region)
     key, value = naming.DASHBOARD_LABEL
     return {
         "apiVersion": "v1",
         "kind": "ConfigMap",
         "metadata": metadata(name, naming.METRICS_NAMESPACE, {**naming.fleet_labels(), key: value}),
-        "data": {f"{name}.json": json.dumps(dashboard(region, rows), indent=1, sort_keys=True)},
+        "data": {f"{name}.json": json.dumps(dashboard(region, rows, routed), indent=1, sort_keys=True)},
     }
 
 
 def dashboard_rows(endpoints: Iterable[PlacedEndpoint]) -> list[tuple[str, str, naming.Role, Framework]]:
     """Each serving workload and proxy of the region's endpoints (canary sets included), in endpoint order."""
-    rows = []
+    return dashboard_inputs(endpoints)[0]
+
+
+def dashboard_inputs(
+    endpoints: Iterable[PlacedEndpoint],
+) -> tuple[list[tuple[str, str, naming.Role, Framework]], set[tuple[str, str]]]:
+    """The dashboard's rows (``dashboard_rows``), and the (namespace, series endpoint) of each front
+    (proxy, gate) that routes: its program runs with ``--routing`` (front/serve.py), so it exports the
+    routing series. One rendering of each endpoint for both."""
+    rows: list[tuple[str, str, naming.Role, Framework]] = []
+    routed: set[tuple[str, str]] = set()
     for endpoint in sorted(endpoints, key=lambda placed: placed.name):
-        for series_endpoint, role in serving_workloads(endpoint_objects(endpoint).values()):
+        manifests = list(endpoint_objects(endpoint).values())
+        for series_endpoint, role in serving_workloads(manifests):
             rows.append((endpoint.namespace, series_endpoint, role, endpoint.spec.framework))
-    return rows
+        for manifest in manifests:
+            template = manifest["spec"]["template"] if manifest["kind"] == "Deployment" else None
+            if template is None or template["metadata"]["labels"]["app.kubernetes.io/component"] not in FRONT_ROLES:
+                continue
+            if any("--routing" in container.get("args", []) for container in template["spec"]["containers"]):
+                routed.add((endpoint.namespace, template["metadata"]["labels"]["app.kubernetes.io/name"]))
+    return rows, routed

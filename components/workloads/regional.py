@@ -14,7 +14,7 @@ import pulumi_kubernetes as k8s
 
 from components import naming
 from components.render.classic import namespace, workload_service_account
-from components.render.dashboard import dashboard_config_map, dashboard_rows
+from components.render.dashboard import dashboard_config_map, dashboard_inputs
 from components.render.placement import PlacedEndpoint
 from components.workloads.endpoint import InferenceEndpoint, InferenceEndpointArgs
 from components.workloads.kube import register
@@ -86,7 +86,7 @@ class RegionalWorkloads(pulumi.ComponentResource):
         if args.dashboard:
             register(
                 naming.platform_name(region, "dashboard"),
-                dashboard_config_map(region, dashboard_rows(args.endpoints)),
+                dashboard_config_map(region, *dashboard_inputs(args.endpoints)),
                 pulumi.ResourceOptions(parent=self, provider=args.kubernetes, depends_on=list(args.platform)),
             )
         self.register_outputs({"records": self.records})

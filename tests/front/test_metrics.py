@@ -10,12 +10,15 @@ from prometheus_client.parser import text_string_to_metric_families
 from components.metric_table import (
     PROXY_ANSWERED,
     PROXY_IN_FLIGHT,
+    PROXY_BACKEND_IN_FLIGHT,
     PROXY_LAST_REQUEST,
     PROXY_REQUESTS,
+    PROXY_ROUTED_BLOCKS,
+    PROXY_ROUTED_CACHED_BLOCKS,
     PROXY_UNSERVED,
 )
 from front import metrics
-from front.metrics import Counts, exposition
+from front.metrics import Counts, Routed, exposition
 from tests.prometheus_tools import binary
 
 SERIES_AT_ZERO = {
@@ -34,6 +37,20 @@ def test_the_programs_series_are_the_names_the_rendering_uses() -> None:
     assert (metrics.REQUESTS, metrics.UNSERVED) == (PROXY_REQUESTS, PROXY_UNSERVED)
     assert (metrics.ANSWERED, metrics.IN_FLIGHT) == (PROXY_ANSWERED, PROXY_IN_FLIGHT)
     assert metrics.LAST_REQUEST == PROXY_LAST_REQUEST
+    assert (metrics.ROUTED_BLOCKS, metrics.ROUTED_CACHED_BLOCKS) == (PROXY_ROUTED_BLOCKS, PROXY_ROUTED_CACHED_BLOCKS)
+    assert metrics.BACKEND_IN_FLIGHT == PROXY_BACKEND_IN_FLIGHT
+
+
+def test_the_routing_series_parse_as_prometheus_text() -> None:
+    """What prometheus_client's own parser reads of a routed front's exposition."""
+    routed = [Routed("prefill", 12, 5, {"10.0.0.1/0/e1": 2}), Routed("decode", 12, 0, {"10.0.0.9": 1})]
+    families = {f.name: f for f in text_string_to_metric_families(exposition(Counts(), routed))}
+    # prometheus_client names a counter's family without its _total suffix.
+    blocks = families[PROXY_ROUTED_BLOCKS.removesuffix("_total")]
+    assert {(s.labels["backend"], s.value) for s in blocks.samples} == {("prefill", 12.0), ("decode", 12.0)}
+    loads = families[PROXY_BACKEND_IN_FLIGHT]
+    assert loads.type == "gauge"
+    assert {(s.labels["target"], s.value) for s in loads.samples} == {("10.0.0.1/0/e1", 2.0), ("10.0.0.9", 1.0)}
 
 
 def test_the_exposition_is_prometheus_text_with_every_series_from_start() -> None:
@@ -83,5 +100,18 @@ def test_promtool_finds_nothing_to_lint_in_the_gates_exposition() -> None:
     assert f'{PROXY_UNSERVED}{{backend="server"}} 1' in text.splitlines()
     checked = subprocess.run(
         [binary("promtool"), "check", "metrics"], input=text, capture_output=True, text=True, check=False
+    )
+    assert (checked.returncode, checked.stdout, checked.stderr) == (0, "", "")
+
+
+def test_promtool_finds_nothing_to_lint_in_a_routed_fronts_exposition() -> None:
+    """The routing series (front/router.py) too (Debian's promtool, `check metrics`)."""
+    routed = [Routed("server", 40, 31, {"10.0.0.3": 4, "10.0.0.4": 0})]
+    checked = subprocess.run(
+        [binary("promtool"), "check", "metrics"],
+        input=exposition(Counts(unserved={"server": 0}), routed),
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert (checked.returncode, checked.stdout, checked.stderr) == (0, "", "")
