@@ -26,7 +26,9 @@ _NAME_LIMITS: dict[str, int] = {
     "-prefill": 52,
     "-decode": 63,
     "-proxy": 63,
-    "-gate": 63,  # a classic endpoint's gate in front of a server that may scale to zero
+    "-gate": 63,  # a classic endpoint's gate in front of a server that may scale to zero, or that routes
+    "-pods": 63,  # the headless Service of a routed classic endpoint's server pods
+    "-decode-pods": 63,  # the headless Service of a routed split endpoint's decode pods
     "-store": 52,  # StatefulSet of the Mooncake master
     "-mooncake": 63,  # ConfigMap with mooncake.json
 }

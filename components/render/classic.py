@@ -1,6 +1,6 @@
 """A classic endpoint (no mooncake block) in one region: Deployment, Service,
 PodDisruptionBudget, KEDA ScaledObject, canary Deployment and Service, and its route; with
-``autoscaling.min_replicas: 0``, the gate in front of the server (components/render/gate.py).
+``autoscaling.min_replicas: 0`` or ``routing``, the gate in front of the server (components/render/gate.py).
 Also the objects each namespace gets once per region."""
 
 from __future__ import annotations
@@ -96,7 +96,7 @@ def canary_image(endpoint: PlacedEndpoint) -> str:
 def classic_objects(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
     """Every object of a classic endpoint in its region, keyed by a stable part name."""
     # Imported here: the gate's builders are the proxy's, which take the Service builder of this module.
-    from components.render.gate import GATE_HEALTH_PATH, gate_objects, gated, server_rules
+    from components.render.gate import GATE_HEALTH_PATH, gate_objects, gated, scales_to_zero, server_rules
 
     spec = endpoint.spec
     gate = gated(endpoint)
@@ -120,7 +120,8 @@ def classic_objects(endpoint: PlacedEndpoint) -> dict[str, dict[str, Any]]:
             max_replicas=spec.autoscaling.max_replicas,
             metrics=spec.autoscaling.parsed_metrics,
             stopped=spec.desired_state == "stopped",
-            wake="gate" if gate else None,
+            # Only a server that may be at zero needs waking; a gate that routes counts requests all the same.
+            wake="gate" if scales_to_zero(spec) else None,
         )
     if spec.canary is not None:
         canary = pod_template(endpoint, "canary", canary_image(endpoint))

@@ -23,6 +23,7 @@ from components.render.network_policy import network_policies
 from components.render.placement import PlacedEndpoint
 from components.render.proxy import PROXY_HEALTH_PATH, program_config_map, proxy_deployment, proxy_service
 from components.render.route import route
+from components.render.routing import pods_service
 from components.spec.autoscaling import RoleAutoscaling
 
 
@@ -90,6 +91,9 @@ def _set_objects(endpoint: PlacedEndpoint, cold: ColdTierTarget | None, routed: 
         for role in ("prefill", "decode"):
             # The proxy reaches a group through its leader, the one pod serving HTTP and bootstrap.
             objects[f"{role}-service"]["spec"]["selector"].update(leaders_only(endpoint, role))
+        if endpoint.spec.routing is not None:
+            # The decode pods the proxy chooses between (their leaders, as the decode Service's).
+            objects["decode-pods-service"] = pods_service(endpoint, "decode", leaders_only(endpoint, "decode"))
         scaling = mooncake.autoscaling
         roles: tuple[tuple[naming.Role, RoleAutoscaling | None, str], ...] = (
             ("prefill", scaling.prefill, "Deployment"),

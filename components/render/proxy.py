@@ -14,7 +14,11 @@ are missing: then it answers requests 503 with Retry-After, and counts them on `
 8090, for the autoscaler to wake them). The vLLM image's own example proxy reads the
 engine ids once at start (and waits for every listed pod before serving), so it is not used.
 
-The same program, with ``--forward``, is the gate of a classic endpoint that may scale to zero
+With ``routing`` it chooses the prefill engine and the decode pod of each request itself
+(``--routing``, ``--decode-pods``: components/render/routing.py); without, it takes prefill engines in
+turn and decode through its Service.
+
+The same program, with ``--forward``, is the gate of a classic endpoint that may scale to zero or routes
 (components/render/gate.py): the builders below take the front's role (``proxy`` or ``gate``).
 """
 
@@ -35,6 +39,7 @@ from components.render.mooncake_roles import mooncake_of
 from components.render.placement import PlacedEndpoint
 from components.render.pods import METRICS_PORT_NAME, PORT_NAME, base_pod_spec, locked_down, tmp_mount, tmp_volume
 from components.render.route import IDLE_TIMEOUT_SECONDS
+from components.render.routing import routing_args
 
 PROXY_PORT = 8000
 PROXY_METRICS_PORT = 8090
@@ -169,6 +174,9 @@ def proxy_container(endpoint: PlacedEndpoint) -> dict[str, Any]:
         str(mooncake.transfer.bootstrap_base_port),
         "--decode",
         decode_url(endpoint),
+        # With routing: the prefill engine by the mode, and each decode to a pod it chooses (the decode
+        # Service stays the peer of every route that is not split).
+        *routing_args(endpoint, "decode"),
     ]
     container = front_container(mooncake.proxy.image, peers, scaled_to_zero_roles(endpoint))
     if mooncake.proxy.admin_api_key_secret is not None:

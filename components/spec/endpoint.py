@@ -39,6 +39,7 @@ from components.spec.mooncake import Mooncake, Proxy, Topology
 from components.spec.region import CapacityType
 from components.spec.resources import Resources
 from components.spec.roles import SPLIT_ROLES, Roles
+from components.spec.routing import ROUTING_DESCRIPTION, Routing, routing_rules
 from components.spec.sizes import ByteSize
 from policy.rules import CREDENTIAL_NAME
 
@@ -172,6 +173,7 @@ class Endpoint(SpecModel):
         default_factory=dict, description="Explicit image per region; wins over the derived ECR rewrite."
     )
     canary: Canary | None = Field(None, description="A weighted second workload with another image.")
+    routing: Routing | None = Field(None, description=ROUTING_DESCRIPTION)
     mooncake: Mooncake | None = Field(None, description="Disaggregated serving and/or the KV-cache store.")
     engine: EngineCapabilities | None = Field(None, description="Framework-neutral engine description, exported.")
 
@@ -321,6 +323,7 @@ class Endpoint(SpecModel):
             yield from value_checks.canary_rules(self)
         if self.framework is not None:
             yield from self._scaling_rules(self.framework)
+            yield from routing_rules(self)
 
     def _scaling_rules(self, framework: Framework) -> Iterator[PydanticCustomError]:
         """Every scaling metric is one the workload's framework and devices serve (docs/metrics.md)."""

@@ -128,7 +128,7 @@ def test_a_refused_edit_with_json_output_prints_a_json_error_document(
             "path": "endpoints.chat-pd.mooncake.topology.prefill",
             "message": "must be an integer in [1, 1000], got 0 (a number)",
             "file": str(stack),
-            "line": 48,
+            "line": 49,
             "column": 20,
         }
     ]

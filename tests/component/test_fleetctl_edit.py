@@ -180,6 +180,8 @@ ACCEPTED = {
             "-    chat-pd:                        # Mooncake prefill/decode over TCP (1P1D)",
             "-      gpu_count: 2",
             "-      model: Qwen/Qwen3-8B          # downloaded from the Hugging Face Hub by each role pod",
+            "-      routing: prefix               # each prompt to the engine the proxy sent its prefix (1P1D: the "
+            "canary's two decodes are a choice)",
             "-      mooncake:",
             "-        mode: disaggregated",
             "-        topology: {prefill: 1, decode: 1}",
@@ -494,7 +496,7 @@ REFUSED = {
         "dev",
         ["topology", "set", "chat-pd", "--prefill", "0"],
         # Placed where the file on disk holds the count (the refused edit leaves it there).
-        "Pulumi.dev.yaml:48:20: endpoints.chat-pd.mooncake.topology.prefill: must be an integer in [1, 1000], "
+        "Pulumi.dev.yaml:49:20: endpoints.chat-pd.mooncake.topology.prefill: must be an integer in [1, 1000], "
         "got 0 (a number)",
     ),
     "topology that makes the canary set its primary": (

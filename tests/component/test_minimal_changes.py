@@ -274,7 +274,7 @@ def test_scaling_a_split_role_to_zero_updates_its_scaled_object_in_place(
     for entry in entries:
         if entry["type"] == "kubernetes:apps/v1:Deployment":
             added = [(change["path"].rsplit(".", 1)[1], change["new"]) for change in entry["changes"]]
-            assert added == [("args[18]", "--scale-to-zero"), ("args[19]", "prefill")]
+            assert added == [("args[22]", "--scale-to-zero"), ("args[23]", "prefill")]
         else:
             assert paths(entry) == {"spec.minReplicaCount", "spec.cooldownPeriod", "spec.triggers[2]"}
 

@@ -31,7 +31,8 @@ CANARY = "123456789012.dkr.ecr.us-west-2.amazonaws.com/vllm-openai:v0.33.0-patch
 
 
 def canary_set(action: str, verdict: str) -> list[tuple[str, str, str, str]]:
-    """Every object of chat-pd's canary set (disaggregated: prefill, decode, proxy, their policies)."""
+    """Every object of chat-pd's canary set (disaggregated: prefill, decode and the headless Service of the
+    decode pods its routing proxy chooses between, proxy, their policies)."""
     name = f"{REGION}-chat-pd-canary"
     return [
         (action, DEPLOYMENT, f"{name}-prefill", verdict),
@@ -40,6 +41,7 @@ def canary_set(action: str, verdict: str) -> list[tuple[str, str, str, str]]:
         (action, DEPLOYMENT, f"{name}-decode", verdict),
         (action, SERVICE, f"{name}-decode", verdict),
         (action, BUDGET, f"{name}-decode", verdict),
+        (action, SERVICE, f"{name}-decode-pods", verdict),
         (action, CONFIG_MAP, f"{name}-proxy", verdict),
         (action, DEPLOYMENT, f"{name}-proxy", verdict),
         (action, SERVICE, f"{name}-proxy", verdict),

@@ -78,6 +78,7 @@ def test_a_mooncake_endpoint_registers_roles_proxy_store_and_policies_in_each_re
             ("kubernetes:core/v1:Service", "us-east-1-chat-decode"),
             ("kubernetes:policy/v1:PodDisruptionBudget", "us-east-1-chat-decode"),
             ("kubernetes:keda.sh/v1alpha1:ScaledObject", "us-east-1-chat-decode"),
+            ("kubernetes:core/v1:Service", "us-east-1-chat-decode-pods"),  # routing: prefix
             ("kubernetes:core/v1:ConfigMap", "us-east-1-chat-proxy"),
             ("kubernetes:apps/v1:Deployment", "us-east-1-chat-proxy"),
             ("kubernetes:core/v1:Service", "us-east-1-chat-proxy"),

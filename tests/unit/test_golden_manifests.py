@@ -102,6 +102,16 @@ CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
         },
         None,
     ),
+    # Routed at a floor of two: a gate that chooses each request's server pod through <name>-pods, no
+    # --scale-to-zero and no wake trigger; the canary's share straight to the canary.
+    "routing": (
+        {
+            "routing": "prefix",
+            "autoscaling": {"min_replicas": 2, "max_replicas": 4, "metrics": ["queue:5"]},
+            "canary": {"image": "vllm/vllm-openai:v0.34.0", "weight": 10, "replicas": 1},
+        },
+        None,
+    ),
     "stopped": (
         {
             "desired_state": "stopped",
@@ -229,6 +239,14 @@ MOONCAKE_CASES: dict[str, tuple[dict[str, Any], dict[str, Any] | None]] = {
     # a LeaderWorkerSet; prefill one p5.
     "disaggregated-rdma-2-node-decode": (
         on_p5({"mode": "disaggregated", "topology": {"prefill": 1, "decode": 2}, "roles": {"decode": {"nodes": 2}}}),
+        None,
+    ),
+    # Routed, decode spanning nodes: the proxy chooses among the decode groups' leaders (<name>-decode-pods).
+    "disaggregated-rdma-2-node-decode-routing": (
+        on_p5(
+            {"mode": "disaggregated", "topology": {"prefill": 1, "decode": 2}, "roles": {"decode": {"nodes": 2}}},
+            routing="prefix",
+        ),
         None,
     ),
     "both-tcp-stopped": (
