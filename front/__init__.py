@@ -18,6 +18,7 @@ Its modules, each one seam:
 - ``refusals``: what a draining engine answers instead of running a request, read before the client gets it;
 - ``metrics``: the counts and their Prometheus exposition;
 - ``routing``: routing policies (which backend takes a request), pure, simulated in benchmarks/routing;
+- ``engine_caches``: what each engine's prefix cache holds as its KV events tell (the precise mode's state);
 - ``serve``: the arguments, the applications on the two ports, the drain on SIGTERM.
 
 ``/health`` is 200 only while the front can serve (at least one prefill engine and the decode
