@@ -68,13 +68,16 @@ class BlockCache:
         """The length of the leading run of ``blocks`` held, without touching them."""
         return leading_run(blocks, self.blocks)
 
-    def store(self, blocks: Iterable[int]) -> None:
-        """``blocks`` used now: held (again) as the most recently used, the least recently used evicted."""
+    def store(self, blocks: Iterable[int]) -> list[int]:
+        """``blocks`` used now: held (again) as the most recently used, the least recently used evicted
+        (and returned, oldest first)."""
         for block in blocks:
             self.blocks[block] = None
             self.blocks.move_to_end(block)
+        evicted = []
         while len(self.blocks) > self.capacity:
-            self.blocks.popitem(last=False)
+            evicted.append(self.blocks.popitem(last=False)[0])
+        return evicted
 
 
 class PrefixIndex:

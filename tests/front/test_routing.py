@@ -43,7 +43,7 @@ def test_the_cache_evicts_the_least_recently_used_block_beyond_its_capacity() ->
     cache = BlockCache(3)
     cache.store([1, 2, 3])
     cache.store([1])  # 1 used again: 2 is now the oldest
-    cache.store([4])
+    assert cache.store([4]) == [2]
     assert list(cache.blocks) == [3, 1, 4]
     assert cache.cached([1, 2]) == 1
 
