@@ -11,10 +11,13 @@ holds both to the release itself, its kv_events.py from the sdist encoding the s
 from __future__ import annotations
 
 import sys
+import time
 from types import ModuleType
 from typing import Any
 
 import msgspec
+
+from front.routing import block_hashes
 
 ExternalBlockHash = bytes | int
 
@@ -144,6 +147,31 @@ def cases(classes: ModuleType | None = None) -> dict[str, Any]:
 
 def encode(batch: Any) -> bytes:
     return msgspec.msgpack.Encoder().encode(batch)
+
+
+ROOT_BLOCK_SIZE = 4
+
+
+def root_block(number: int, classes: ModuleType | None = None) -> Any:
+    """A batch storing one block with no parent, its tokens (``number`` each) and vLLM hash
+    (1000 + ``number``) derived from ``number``, built from ``classes`` as ``cases`` builds."""
+    module: Any = classes if classes is not None else _THIS
+    stored = module.BlockStored(
+        block_hashes=[1000 + number],
+        parent_block_hash=None,
+        token_ids=[number] * ROOT_BLOCK_SIZE,
+        block_size=ROOT_BLOCK_SIZE,
+        lora_id=None,
+        medium="GPU",
+        lora_name=None,
+    )
+    return module.KVEventBatch(ts=time.time(), events=[stored])
+
+
+def root_key(number: int) -> int:
+    """The front's key of ``root_block(number)``'s block."""
+    (key,) = block_hashes([number] * ROOT_BLOCK_SIZE, ROOT_BLOCK_SIZE)
+    return key
 
 
 _THIS = sys.modules[__name__]

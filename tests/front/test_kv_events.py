@@ -18,8 +18,7 @@ import zmq.asyncio
 
 from front.engine_caches import Batch, Cleared, EngineCache, EngineCaches, Removed, Stored
 from front.kv_events import KVEventsError, decode, follow
-from front.routing import block_hashes
-from tests.front.kv_event_batches import BIG, DIGEST, ENCODED, BlockStored, KVEventBatch, cases, encode
+from tests.front.kv_event_batches import BIG, DIGEST, ENCODED, cases, encode, root_block, root_key
 
 TOPIC = b"kv-events"
 END = (-1).to_bytes(8, "big", signed=True)
@@ -79,21 +78,11 @@ def test_a_payload_that_is_no_event_batch_is_refused(payload: bytes) -> None:
 
 
 def _batch(number: int) -> bytes:
-    """A batch storing one block with no parent, its tokens and vLLM hash derived from ``number``."""
-    stored = BlockStored(
-        block_hashes=[1000 + number],
-        parent_block_hash=None,
-        token_ids=[number] * 4,
-        block_size=4,
-        lora_id=None,
-        medium="GPU",
-        lora_name=None,
-    )
-    return encode(KVEventBatch(ts=time.time(), events=[stored], data_parallel_rank=0))
+    return encode(root_block(number))
 
 
 def _keys(*numbers: int) -> set[int]:
-    return {block_hashes([number] * 4, 4)[0] for number in numbers}
+    return {root_key(number) for number in numbers}
 
 
 class Publisher:

@@ -30,8 +30,7 @@ import zmq.asyncio
 
 from front.engine_caches import EngineCaches
 from front.kv_events import follow
-from front.routing import block_hashes
-from tests.front.kv_event_batches import ENCODED, cases, encode
+from tests.front.kv_event_batches import ENCODED, cases, encode, root_block, root_key
 from tests.vllm.test_versions import PINNED, sources
 
 
@@ -115,26 +114,6 @@ def _publisher(directory: Path, buffer_steps: int) -> Any:
     return module.EventPublisherFactory.create(settings, 0)
 
 
-def _root_block(module: ModuleType, number: int) -> Any:
-    """A batch of one block with no parent, its tokens and vLLM hash derived from ``number``."""
-    stored = module.BlockStored(
-        block_hashes=[1000 + number],
-        parent_block_hash=None,
-        token_ids=[number] * 16,
-        block_size=16,
-        lora_id=None,
-        medium="GPU",
-        lora_name=None,
-        group_idx=0,
-    )
-    return module.KVEventBatch(ts=time.time(), events=[stored])
-
-
-def _key(number: int) -> int:
-    (key,) = block_hashes([number] * 16, 16)
-    return key
-
-
 async def _follow_while_publishing(directory: Path, buffer_steps: int, before: int) -> tuple[EngineCaches, int]:
     """``before`` batches published with no subscriber (gone for it, kept for replay), then one more
     every 20 ms until the front has one; returns the front's caches once it has all, and the count."""
@@ -146,7 +125,7 @@ async def _follow_while_publishing(directory: Path, buffer_steps: int, before: i
 
     def publish() -> None:
         nonlocal published
-        publisher.publish(_root_block(module, published))
+        publisher.publish(root_block(published, module))
         published += 1
 
     def caught_up() -> bool:
@@ -183,7 +162,7 @@ def test_the_releases_publisher_feeds_the_front_and_its_replay_fills_what_the_fr
     caches, published = asyncio.run(_follow_while_publishing(tmp_path, buffer_steps=10_000, before=5))
     cache = caches.engines["engine-0"]
     assert cache.complete  # batches 0-4 came from the replay: the state follows the engine from its start
-    assert set(cache.held) == {_key(number) for number in range(published)}
+    assert set(cache.held) == {root_key(number) for number in range(published)}
 
 
 def test_a_replay_that_no_longer_has_the_first_batches_leaves_the_engine_known_only_from_its_oldest_kept(
@@ -192,5 +171,5 @@ def test_a_replay_that_no_longer_has_the_first_batches_leaves_the_engine_known_o
     caches, published = asyncio.run(_follow_while_publishing(tmp_path, buffer_steps=2, before=5))
     cache = caches.engines["engine-0"]
     assert not cache.complete
-    assert {_key(number) for number in range(3)}.isdisjoint(cache.held)  # batches 0-2 are gone
-    assert _key(published - 1) in cache.held
+    assert {root_key(number) for number in range(3)}.isdisjoint(cache.held)  # batches 0-2 are gone
+    assert root_key(published - 1) in cache.held
