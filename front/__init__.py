@@ -6,7 +6,8 @@ This package is a program of its own, not part of the Pulumi program, which neve
 ``components/render/proxy.py`` puts its files into the ConfigMap ``<name>-proxy`` (``<name>-gate``)
 and those pods run it with ``python3`` from the endpoint's image. It needs only the standard library
 and aiohttp, which the vLLM image carries (vLLM's requirements/common.txt), as does SGLang's (its
-wheel requires aiohttp). docs/front.md is its page.
+wheel requires aiohttp); ``kv_events`` also msgspec and pyzmq, which vLLM's image carries too, and no
+other module imports it. docs/front.md is its page.
 
 Its modules, each one seam:
 
@@ -18,6 +19,8 @@ Its modules, each one seam:
 - ``refusals``: what a draining engine answers instead of running a request, read before the client gets it;
 - ``metrics``: the counts and their Prometheus exposition;
 - ``routing``: routing policies (which backend takes a request), pure, simulated in benchmarks/routing;
+- ``engine_caches``: what each engine's prefix cache holds as its KV events tell (the precise mode's state);
+- ``kv_events``: vLLM's KV events off the wire, decoded and followed (msgspec and pyzmq: vLLM's image only);
 - ``serve``: the arguments, the applications on the two ports, the drain on SIGTERM.
 
 ``/health`` is 200 only while the front can serve (at least one prefill engine and the decode

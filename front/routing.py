@@ -13,6 +13,9 @@ is taken to hold a request's blocks once the front sent it the request, least re
 first beyond its capacity in blocks. It errs where the engine does otherwise: blocks it generated
 (an answer the next turn sends back), requests another front replica sent it, a restart, an
 eviction order that is not exactly least-recently-used.
+
+The precise policy (``PrecisePrefix``) knows instead what each engine holds from the engine itself, its
+KV events (front/engine_caches.py), keyed the same way from the token ids the events carry.
 """
 
 from __future__ import annotations
@@ -29,12 +32,12 @@ BALANCE = 1.25
 send it more (the goal of issue 30: max/mean in flight at or below 1.25)."""
 
 
-def block_hashes(tokens: Sequence[int], block_size: int) -> list[int]:
-    """The chained hashes of every full block of ``tokens`` (a partial last block is never cached)."""
+def block_hashes(tokens: Sequence[int], block_size: int, parent: int = 0) -> list[int]:
+    """The chained hashes of every full block of ``tokens`` (a partial last block is never cached),
+    the first chained to ``parent``: 0 for a prompt's first block, a block's hash to go on after it."""
     if block_size < 1:
         raise ValueError(f"block_size must be 1 or more, got {block_size}")
     hashes: list[int] = []
-    parent = 0
     for start in range(0, len(tokens) - block_size + 1, block_size):
         parent = hash((parent, tuple(tokens[start : start + block_size])))
         hashes.append(parent)
@@ -65,13 +68,16 @@ class BlockCache:
         """The length of the leading run of ``blocks`` held, without touching them."""
         return leading_run(blocks, self.blocks)
 
-    def store(self, blocks: Iterable[int]) -> None:
-        """``blocks`` used now: held (again) as the most recently used, the least recently used evicted."""
+    def store(self, blocks: Iterable[int]) -> list[int]:
+        """``blocks`` used now: held (again) as the most recently used, the least recently used evicted
+        (and returned, oldest first)."""
         for block in blocks:
             self.blocks[block] = None
             self.blocks.move_to_end(block)
+        evicted = []
         while len(self.blocks) > self.capacity:
-            self.blocks.popitem(last=False)
+            evicted.append(self.blocks.popitem(last=False)[0])
+        return evicted
 
 
 class PrefixIndex:
@@ -206,3 +212,29 @@ class ApproximatePrefix:
     def answered(self, engine: str, blocks: Sequence[int]) -> None:
         if self.answers:
             self.index.sent(engine, blocks)
+
+
+class HeldBlocks(Protocol):
+    def matched(self, engine: str, blocks: Sequence[int]) -> int:
+        """How many of ``blocks``, from the first, ``engine`` is known to hold."""
+        ...
+
+
+class PrecisePrefix:
+    """The longest prefix each engine holds as its own KV events tell (``held``: an ``EngineCaches`` of
+    front/engine_caches.py, fed by front/kv_events.py), within the load balance. What the front sends or
+    relays changes nothing here: only the engines' events do, the same for every front replica."""
+
+    def __init__(self, held: HeldBlocks, balance: float = BALANCE) -> None:
+        self.held = held
+        self.balance = balance
+
+    def choose(self, blocks: Sequence[int], loads: Mapping[str, int]) -> str:
+        matched = {engine: self.held.matched(engine, blocks) for engine in loads}
+        return longest_within_balance(matched, loads, blocks, self.balance)
+
+    def sent(self, engine: str, blocks: Sequence[int]) -> None:
+        pass
+
+    def answered(self, engine: str, blocks: Sequence[int]) -> None:
+        pass

@@ -11,6 +11,16 @@ engine's earlier prefills, a fixed overhead and the request's own uncached prefi
 ``fronts`` front replicas share the traffic (the load balancer picks one at random per request), each
 with its own policy and knowing only its own requests in flight; only the oracle sees every engine's
 cache and every request in flight.
+
+The precise mode's front sees each engine's cache through its KV events (front/engine_caches.py), as
+vLLM 0.33.0 publishes them (vllm/distributed/kv_events.py): what a request's store cached and evicted,
+one batch per store, numbered per engine, applied ``event_lag_seconds`` after the engine's prefill of
+that request ends. vLLM publishes one batch per engine step once the step's output is processed
+(v1/core/sched/scheduler.py ``update_from_output``), and its publisher's thread sends it as soon as it
+has it (no batching interval), so a block is seen about one step after the scheduler cached it: here
+the step is the request's prefill (the stand-in's one prefill at a time), and the lag what the pod
+network and the front's decoding add. Every replica subscribes to every engine and so holds the same
+state: one ``EngineCaches`` serves them all.
 """
 
 from __future__ import annotations
@@ -19,14 +29,16 @@ import heapq
 import random
 import statistics
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from benchmarks.routing.workloads import Workload
+from front.engine_caches import Batch, EngineCaches, Event, Removed, Stored
 from front.routing import (
     ApproximatePrefix,
     BlockCache,
     LeastLoad,
     Policy,
+    PrecisePrefix,
     RandomChoice,
     RoundRobin,
     block_hashes,
@@ -50,12 +62,53 @@ class Parameters:
     warmup: float = 0.1
     """The first share of the requests, while caches fill, left out of every figure."""
     seed: int = 30
+    event_lag_seconds: float = 0.010
+    """Precise mode: from the end of the step that cached a block (here the prefill) to the front
+    having its event applied."""
 
 
 @dataclass
 class Engine:
     cache: BlockCache
     prefill_free: float = 0.0
+    batches: int = 0
+    """The KV event batches it published: the next one's number."""
+
+
+@dataclass
+class Events:
+    """The KV event batches on their way to the precise front: (when applied, order, engine, number, batch)."""
+
+    caches: EngineCaches = field(default_factory=EngineCaches)
+    pending: list[tuple[float, int, str, int, Batch]] = field(default_factory=list)
+    published: int = 0
+
+    def publish(self, at: float, name: str, engine: Engine, tokens: Sequence[int], size: int) -> None:
+        """``engine`` caches the full blocks of ``tokens`` now, and the batch telling it (each run of
+        blocks it did not hold, chained to the block before; what it evicted) is applied at ``at``."""
+        blocks = block_hashes(tokens, size)
+        stored: list[Event] = []
+        start = None
+        for index, block in enumerate([*blocks, None]):
+            new = block is not None and block not in engine.cache.blocks
+            if new and start is None:
+                start = index
+            elif not new and start is not None:
+                parent = blocks[start - 1] if start else None
+                run = tuple(tokens[start * size : index * size])
+                stored.append(Stored(tuple(blocks[start:index]), parent, run, size))
+                start = None
+        evicted = engine.cache.store(blocks)
+        events = (*stored, Removed(tuple(evicted))) if evicted else (*stored,)
+        heapq.heappush(self.pending, (at, self.published, name, engine.batches, Batch(at, events)))
+        engine.batches += 1
+        self.published += 1
+
+    def deliver(self, now: float) -> None:
+        while self.pending and self.pending[0][0] <= now:
+            _, _, name, number, batch = heapq.heappop(self.pending)
+            gap = self.caches.receive(name, number, batch)
+            assert gap is None, gap  # delivered in order, none lost
 
 
 class Oracle:
@@ -76,14 +129,37 @@ class Oracle:
         pass
 
 
+class AllInFlight(PrecisePrefix):
+    """A diagnostic: the precise view, with every request in flight counted (every front's, as the
+    oracle counts them) instead of the front's own."""
+
+    def __init__(self, held: EngineCaches, loads: Mapping[str, int]) -> None:
+        super().__init__(held)
+        self.loads = loads
+
+    def choose(self, blocks: Sequence[int], loads: Mapping[str, int]) -> str:
+        return super().choose(blocks, self.loads)
+
+
 APPROXIMATE = ("approximate prefix", "approximate prefix + answers")
-POLICIES = ("random", "round robin", "least load", *APPROXIMATE, "oracle")
 PRECISE = "precise (KV events)"
-"""Not simulated (benchmarks/RESULTS.md says why): a stub row, counted as not done."""
+PRECISE_LATE = "precise, events 100 ms late"
+"""A diagnostic: the precise mode with ``LATE_SECONDS`` for ``event_lag_seconds`` (a long step)."""
+PRECISE_ALL = "precise, every request in flight known"
+"""A diagnostic: ``AllInFlight``."""
+LATE_SECONDS = 0.100
+POLICIES = ("random", "round robin", "least load", *APPROXIMATE, PRECISE, PRECISE_LATE, PRECISE_ALL, "oracle")
+GUESSING = (*APPROXIMATE, PRECISE, PRECISE_LATE, PRECISE_ALL)
+"""The policies whose view of the caches may be wrong: the index's guess, the events' lagging view."""
 
 
 def policy(
-    name: str, parameters: Parameters, front: int, engines: Mapping[str, Engine], loads: Mapping[str, int]
+    name: str,
+    parameters: Parameters,
+    front: int,
+    engines: Mapping[str, Engine],
+    loads: Mapping[str, int],
+    events: Events | None = None,
 ) -> Policy:
     if name == "random":
         return RandomChoice(parameters.seed * 100 + front)
@@ -93,6 +169,12 @@ def policy(
         return LeastLoad()
     if name in APPROXIMATE:
         return ApproximatePrefix(parameters.cache_blocks, answers=name != APPROXIMATE[0])
+    if name in (PRECISE, PRECISE_LATE):
+        assert events is not None
+        return PrecisePrefix(events.caches)
+    if name == PRECISE_ALL:
+        assert events is not None
+        return AllInFlight(events.caches, loads)
     if name == "oracle":
         return Oracle(engines, loads)
     raise ValueError(f"unknown policy {name!r}: one of {', '.join(POLICIES)}")
@@ -110,15 +192,17 @@ class Result:
     """Max over mean of the requests in flight per engine, just after each arrival, averaged."""
     p90_imbalance: float
     index_misses: float | None
-    """Approximate prefix only: the share of requests whose cached prefix on the chosen engine the index
-    guessed wrong (longer or shorter than the engine held)."""
+    """Approximate and precise only: the share of requests whose cached prefix on the chosen engine the
+    front's view (the index, the events applied so far) had wrong (longer or shorter than it was)."""
 
 
 def simulate(workload: Workload, name: str, parameters: Parameters) -> Result:
     engines = {f"engine-{i}": Engine(BlockCache(parameters.cache_blocks)) for i in range(parameters.engines)}
     loads = dict.fromkeys(engines, 0)
     front_loads = [dict.fromkeys(engines, 0) for _ in range(parameters.fronts)]
-    fronts = [policy(name, parameters, front, engines, loads) for front in range(parameters.fronts)]
+    events = Events() if name in (PRECISE, PRECISE_LATE, PRECISE_ALL) else None
+    lag = LATE_SECONDS if name == PRECISE_LATE else parameters.event_lag_seconds
+    fronts = [policy(name, parameters, front, engines, loads, events) for front in range(parameters.fronts)]
     balancer = random.Random(parameters.seed)
     departures: list[tuple[float, int, str, int, tuple[int, ...]]] = []
     warm = int(len(workload.requests) * parameters.warmup)
@@ -132,18 +216,28 @@ def simulate(workload: Workload, name: str, parameters: Parameters) -> Result:
             loads[gone] -= 1
             front_loads[front][gone] -= 1
             fronts[front].answered(gone, block_hashes(whole, size))
+        if events is not None:
+            events.deliver(request.arrival)
         front = balancer.randrange(parameters.fronts)
         blocks = block_hashes(request.prompt, size)
         chosen = fronts[front].choose(blocks, front_loads[front])
         engine = engines[chosen]
         cached = engine.cache.cached(blocks)
         chooser = fronts[front]
-        guessed = chooser.index.matched(chosen, blocks) if isinstance(chooser, ApproximatePrefix) else cached
+        guessed = cached
+        if isinstance(chooser, ApproximatePrefix):
+            guessed = chooser.index.matched(chosen, blocks)
+        elif isinstance(chooser, PrecisePrefix):
+            guessed = chooser.held.matched(chosen, blocks)
         prefill = (len(request.prompt) - cached * size) / parameters.prefill_tokens_per_second
         start = max(request.arrival, engine.prefill_free)
         engine.prefill_free = start + prefill
         ttft = start - request.arrival + parameters.overhead_seconds + prefill
-        engine.cache.store(block_hashes(request.prompt + request.answer, size))
+        whole = request.prompt + request.answer
+        if events is None:
+            engine.cache.store(block_hashes(whole, size))
+        else:
+            events.publish(engine.prefill_free + lag, chosen, engine, whole, size)
         chooser.sent(chosen, blocks)
         done = request.arrival + ttft + len(request.answer) * parameters.seconds_per_output_token
         heapq.heappush(departures, (done, number, chosen, front, request.prompt + request.answer))
@@ -165,7 +259,7 @@ def simulate(workload: Workload, name: str, parameters: Parameters) -> Result:
         p90_ttft=deciles[-1],
         mean_imbalance=statistics.fmean(imbalances),
         p90_imbalance=statistics.quantiles(imbalances, n=10)[-1],
-        index_misses=misses / len(ttfts) if name in APPROXIMATE else None,
+        index_misses=misses / len(ttfts) if name in GUESSING else None,
     )
 
 

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 import pytest
 
+from front.engine_caches import Batch, EngineCaches, Stored
 from front.routing import (
     ApproximatePrefix,
     BlockCache,
     LeastLoad,
+    PrecisePrefix,
     PrefixIndex,
     RandomChoice,
     RoundRobin,
@@ -41,7 +43,7 @@ def test_the_cache_evicts_the_least_recently_used_block_beyond_its_capacity() ->
     cache = BlockCache(3)
     cache.store([1, 2, 3])
     cache.store([1])  # 1 used again: 2 is now the oldest
-    cache.store([4])
+    assert cache.store([4]) == [2]
     assert list(cache.blocks) == [3, 1, 4]
     assert cache.cached([1, 2]) == 1
 
@@ -117,3 +119,21 @@ def test_an_engine_answering_adds_its_answer_to_the_index_only_when_asked() -> N
         policy.sent("a", prompt)
         policy.answered("a", whole)
     assert (plain.index.matched("a", whole), answers.index.matched("a", whole)) == (2, 3)
+
+
+def test_a_block_hash_chains_from_the_parent_given() -> None:
+    whole = block_hashes(list(range(6)), 2)
+    assert block_hashes([2, 3, 4, 5], 2, parent=whole[0]) == whole[1:]
+
+
+def test_the_precise_policy_sends_a_prefix_where_the_engines_events_say_it_is_within_the_balance() -> None:
+    caches = EngineCaches()
+    held = Stored(hashes=(901, 902), parent=None, tokens=tuple(range(32)), block_size=16)
+    caches.receive("b", 0, Batch(0.0, (held,)))
+    policy = PrecisePrefix(caches)
+    blocks = block_hashes(list(range(48)), 16)
+    assert policy.choose(blocks, {"a": 0, "b": 0, "c": 0}) == "b"
+    policy.sent("a", blocks)
+    policy.answered("a", blocks)
+    assert policy.choose(blocks, {"a": 0, "b": 0, "c": 0}) == "b"  # what the front sent changes nothing
+    assert policy.choose(blocks, {"a": 1, "b": 3, "c": 1}) != "b"  # 4 in flight: above 1.25 x the mean

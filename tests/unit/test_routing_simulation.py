@@ -6,8 +6,10 @@ from __future__ import annotations
 import dataclasses
 
 from benchmarks.routing.report import BEGIN, END, section_of, spliced
-from benchmarks.routing.simulation import Parameters, simulate
+from benchmarks.routing.simulation import PRECISE, Engine, Events, Parameters, simulate
 from benchmarks.routing.workloads import Request, Workload, shared_system_prompts
+from front.engine_caches import Removed, Stored
+from front.routing import BlockCache, block_hashes
 
 SMALL = Parameters(requests=300, engines=4)
 
@@ -36,6 +38,41 @@ def test_the_oracle_and_the_approximate_index_find_more_cache_than_random_on_sha
     rates = {name: simulate(workload, name, SMALL).hit_rate for name in ("random", "approximate prefix", "oracle")}
     assert rates["oracle"] > rates["random"]
     assert rates["approximate prefix"] > rates["random"]
+
+
+def test_an_engines_store_publishes_the_runs_it_did_not_hold_and_what_it_evicted_numbered_in_turn() -> None:
+    engine, events = Engine(BlockCache(4)), Events()
+    first = block_hashes(range(1, 9), 2)
+    events.publish(1.0, "e", engine, tuple(range(1, 9)), 2)
+    events.publish(2.0, "e", engine, (1, 2, 9, 10), 2)
+    (_, _, _, zero, one), (_, _, _, number, two) = sorted(events.pending)
+    assert (zero, number) == (0, 1)
+    assert one.events == (Stored(tuple(first), None, tuple(range(1, 9)), 2),)
+    (_, new) = block_hashes((1, 2, 9, 10), 2)
+    assert two.events == (Stored((new,), first[0], (9, 10), 2), Removed((first[1],)))
+    events.deliver(1.5)
+    assert set(events.caches.engines["e"].held) == set(first)
+    events.deliver(2.0)
+    assert set(events.caches.engines["e"].held) == set(engine.cache.blocks)
+
+
+def test_the_precise_front_sees_a_prefill_only_once_its_events_arrive() -> None:
+    """The same prompt at 0, 1 ms and 10 s on one engine: the second comes before the first's prefill
+    (0.1 s) and its events' lag have passed, so the front's view of it is wrong; the third's is right."""
+    prompt = tuple(range(1000))
+    requests = tuple(Request(at, prompt, (1,)) for at in (0.0, 0.001, 10.0))
+    one = dataclasses.replace(SMALL, engines=1, fronts=1, warmup=0.0)
+    result = simulate(Workload("same", "", requests), PRECISE, one)
+    assert result.index_misses == 1 / 3
+
+
+def test_the_precise_view_is_rarely_wrong_and_finds_more_cache_than_the_index_on_shared_prompts() -> None:
+    workload = shared_system_prompts(SMALL.seed, SMALL.requests, 10.0)
+    precise, approximate = (simulate(workload, name, SMALL) for name in (PRECISE, "approximate prefix"))
+    assert precise.index_misses is not None
+    assert approximate.index_misses is not None
+    assert precise.index_misses < approximate.index_misses
+    assert precise.hit_rate >= approximate.hit_rate
 
 
 def test_the_section_replaces_its_own_markers_only() -> None:
