@@ -9,8 +9,8 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from components.metric_table import (
     PROXY_ANSWERED,
-    PROXY_IN_FLIGHT,
     PROXY_BACKEND_IN_FLIGHT,
+    PROXY_IN_FLIGHT,
     PROXY_LAST_REQUEST,
     PROXY_REQUESTS,
     PROXY_ROUTED_BLOCKS,
