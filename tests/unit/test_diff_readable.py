@@ -39,8 +39,8 @@ def test_an_endpoint_inserted_in_the_dashboard_is_one_summary_line() -> None:
     assert change.shown == ()
     (line,) = change.summary
     assert line.startswith("data['inference-fleet-us-east-1.json']: generated Grafana dashboard: ")
-    assert "8 panels added (row 'code / server (vllm, inference)')" in line
-    assert "8 panels moved (position only)" in line  # summarize's row, below the new one
+    assert "9 panels added (row 'code / server (vllm, inference)')" in line
+    assert "9 panels moved (position only)" in line  # summarize's row, below the new one
     assert "changed" not in line
     text = render_text(diff_plans(base, head), "base", "head")
     assert "panels[" not in text
