@@ -13,9 +13,17 @@ import kubernetes_validate
 from ruamel.yaml import YAML
 
 from components import naming
-from components.metric_table import PROXY_ANSWERED, PROXY_IN_FLIGHT, PROXY_REQUESTS, PROXY_UNSERVED
+from components.metric_table import (
+    PROXY_ANSWERED,
+    PROXY_BACKEND_IN_FLIGHT,
+    PROXY_IN_FLIGHT,
+    PROXY_REQUESTS,
+    PROXY_ROUTED_BLOCKS,
+    PROXY_ROUTED_CACHED_BLOCKS,
+    PROXY_UNSERVED,
+)
 from components.platform.grafana import grafana_values
-from components.render.dashboard import dashboard_config_map, dashboard_rows
+from components.render.dashboard import dashboard_config_map, dashboard_inputs, dashboard_rows
 from components.render.placement import placed
 from components.spec import parse_stack_config
 from components.spec.images import Framework
@@ -32,7 +40,7 @@ def prod_dashboard(region: str = "us-east-1") -> tuple[dict[str, Any], dict[str,
     stack_file = read_stack_file(PROJECT / "stacks" / "Pulumi.prod.yaml")
     spec = parse_stack_config(stack_file.project_config, stack=stack_file.stack)
     endpoints = [placed(spec, placement) for placement in spec.placements_in(region)]
-    config_map = dashboard_config_map(region, dashboard_rows(endpoints))
+    config_map = dashboard_config_map(region, *dashboard_inputs(endpoints))  # as components/regional.py renders it
     (text,) = config_map["data"].values()
     return config_map, json.loads(text)
 
@@ -98,11 +106,17 @@ def promtool_test(tmp_path: Path, series: list[dict[str, str]], tests: list[dict
 
 def proxy_row(board: dict[str, Any], endpoint: str, front: str = "proxy") -> dict[str, list[str]]:
     """The queries of each panel of ``endpoint``'s proxy (gate) row, by title."""
+    return row_queries(board, f"{endpoint} / {front} (inference)")
+
+
+def row_queries(board: dict[str, Any], title: str) -> dict[str, list[str]]:
+    """The queries of each panel of the row titled ``title``, by panel title."""
     rows = [index for index, panel in enumerate(board["panels"]) if panel["type"] == "row"]
-    (start,) = [index for index in rows if board["panels"][index]["title"] == f"{endpoint} / {front} (inference)"]
+    (start,) = [index for index in rows if board["panels"][index]["title"] == title]
     end = next((index for index in rows if index > start), len(board["panels"]))
     return {
-        panel["title"]: [target["expr"] for target in panel["targets"]] for panel in board["panels"][start + 1 : end]
+        panel["title"]: [target["expr"] for target in panel.get("targets", [])]
+        for panel in board["panels"][start + 1 : end]
     }
 
 
@@ -125,7 +139,7 @@ def test_a_split_endpoints_proxy_row_shows_its_requests_unserved_by_role_and_its
     per role. The canary set's proxy and pods (endpoint chat-canary) are never counted."""
     _, board = prod_dashboard()
     row = proxy_row(board, "chat")
-    assert list(row) == [
+    assert list(row)[:4] == [
         "Requests received and answered /s",
         "Unserved (503, no pod of the role) /s",
         "Requests in flight",
@@ -144,7 +158,7 @@ def test_a_split_endpoints_proxy_row_shows_its_requests_unserved_by_role_and_its
         series("up", "1x40", pod="chat-canary-prefill-0", role="prefill", job="inference", endpoint="chat-canary"),
         series("up", "1x40", pod="chat-proxy-0", role="prefill", job="proxy"),  # another job: not a prefill pod
     ]
-    (received, answered), (unserved,), (in_flight,), (prefill, decode) = row.values()
+    (received, answered), (unserved,), (in_flight,), (prefill, decode), *_ = row.values()
 
     promtool_test(
         tmp_path,
@@ -161,6 +175,62 @@ def test_a_split_endpoints_proxy_row_shows_its_requests_unserved_by_role_and_its
             at("9m", answered, ("{}", 0)),
             at("9m", unserved, ('{backend="decode"}', 2), ('{backend="prefill"}', 1)),
             at("9m", in_flight, ("{}", 3)),
+        ],
+    )
+
+
+def test_a_vllm_row_shows_the_engines_own_prefix_cache_hit_rate(tmp_path: Path) -> None:
+    """vLLM 0.33.0 counts prompt tokens looked up in its prefix cache and those found (v1/metrics/loggers.py,
+    vllm:prefix_cache_queries and vllm:prefix_cache_hits, counters): the row shows found over looked up,
+    summed over the role's pods and never over another role's."""
+    _, board = prod_dashboard()
+    (ratio,) = row_queries(board, "chat / prefill (vllm, inference)")["Prefix-cache hit rate (prompt tokens)"]
+    engine = {"role": "prefill", "job": "inference"}
+    input_series = [
+        series("vllm:prefix_cache_queries_total", "0+100x20", pod="chat-prefill-0", **engine),
+        series("vllm:prefix_cache_hits_total", "0+90x20", pod="chat-prefill-0", **engine),
+        series("vllm:prefix_cache_queries_total", "0+100x20", pod="chat-prefill-1", **engine),
+        series("vllm:prefix_cache_hits_total", "0+30x20", pod="chat-prefill-1", **engine),
+        series("vllm:prefix_cache_queries_total", "0+100x20", pod="chat-decode-0", role="decode", job="inference"),
+        series("vllm:prefix_cache_hits_total", "0+0x20", pod="chat-decode-0", role="decode", job="inference"),
+    ]
+    promtool_test(tmp_path, input_series, [at("4m", ratio, ("{}", 0.6))])
+
+
+def test_a_front_that_routes_shows_the_prompt_it_believed_cached_and_its_load_per_backend(tmp_path: Path) -> None:
+    """prod's chat routes by prefix (its proxy runs with --routing), reason does not: only chat's row gains
+    the two panels, over the routing series front/metrics.py exports (names from components/metric_table.py).
+    Evaluated by the real engine: three quarters of prefill's blocks and half of decode's believed cached,
+    each backend's load by target, the canary set's proxy never counted."""
+    _, board = prod_dashboard()
+    assert "Prompt believed cached where routed" not in proxy_row(board, "reason")
+    row = proxy_row(board, "chat")
+    assert list(row)[4:] == ["Prompt believed cached where routed", "Requests in flight per backend"]
+    (believed,), (load,) = list(row.values())[4:]
+    proxy = {"role": "proxy", "job": "proxy", "pod": "chat-proxy-0"}
+    canary = {**proxy, "endpoint": "chat-canary", "pod": "chat-canary-proxy-0"}
+    input_series = [
+        series(PROXY_ROUTED_BLOCKS, "0+40x20", backend="prefill", **proxy),
+        series(PROXY_ROUTED_CACHED_BLOCKS, "0+30x20", backend="prefill", **proxy),
+        series(PROXY_ROUTED_BLOCKS, "0+40x20", backend="decode", **proxy),
+        series(PROXY_ROUTED_CACHED_BLOCKS, "0+20x20", backend="decode", **proxy),
+        series(PROXY_ROUTED_BLOCKS, "0+40x20", backend="prefill", **canary),
+        series(PROXY_ROUTED_CACHED_BLOCKS, "0+0x20", backend="prefill", **canary),
+        series(PROXY_BACKEND_IN_FLIGHT, "2x20", backend="prefill", target="10.0.0.1/0/e1", **proxy),
+        series(PROXY_BACKEND_IN_FLIGHT, "3x20", backend="decode", target="10.0.0.2", **proxy),
+        series(PROXY_BACKEND_IN_FLIGHT, "9x20", backend="decode", target="10.0.0.3", **canary),
+    ]
+    promtool_test(
+        tmp_path,
+        input_series,
+        [
+            at("4m", believed, ('{backend="prefill"}', 0.75), ('{backend="decode"}', 0.5)),
+            at(
+                "4m",
+                load,
+                ('{backend="prefill",target="10.0.0.1/0/e1"}', 2),
+                ('{backend="decode",target="10.0.0.2"}', 3),
+            ),
         ],
     )
 
