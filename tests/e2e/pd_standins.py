@@ -90,6 +90,10 @@ SLOW_PROMPT = "take your time"
 """A streamed decode of this prompt sends an event every ``SLOW_EVENT_SECONDS`` (a long generation)."""
 SLOW_EVENT_SECONDS = 0.1
 SLOW_EVENTS = 15
+BUSY_PROMPT = "keep the engine busy"
+"""Both roles answer a request whose last message (or prompt) is this ``BUSY_SECONDS`` late: requests in
+flight at once, as a router's balance sees them."""
+BUSY_SECONDS = 0.5
 STALL_SECONDS = 3.0
 """Longer than the proxy's 2 s probe timeout."""
 KEEP_KV_SECONDS = 10.0
@@ -327,6 +331,8 @@ def prefill_handlers(prefill: Prefill) -> tuple[type[Handler], type[Handler], ty
                         prefill.transfers[transfer_id] = prefill.engine_id
                 text = "" if stopped else "x"
                 finish = "stop" if stopped else "length"
+                if prompt_text(body) == BUSY_PROMPT:
+                    time.sleep(BUSY_SECONDS)
                 self.send_json(200, answer(body, text, finish, self.path == "/v1/chat/completions"))
 
     class Bootstrap(Handler):
@@ -394,6 +400,8 @@ class Decode(VllmServer):
         error = {"error": {"message": failure, "type": "InternalServerError", "code": 500}}
         kv = {"engine_id": engine_id, "bootstrap": bootstrap, "transfer_id": params["transfer_id"]}
         kv["decode"] = self.headers.get("Host", "").rsplit(":", 1)[0]  # which decode pod answered (routing by pod)
+        if prompt_text(body) == BUSY_PROMPT:
+            time.sleep(BUSY_SECONDS)
         if not body.get("stream"):
             # A failed load finishes the generation with an error: 500 Internal server error.
             answer = {"model": body.get("model"), "choices": [{"index": 0, "text": "decoded"}], "kv": kv}

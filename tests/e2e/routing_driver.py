@@ -13,8 +13,10 @@ import json
 import os
 import sys
 import urllib.request
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from tests.e2e.pd_standins import BUSY_PROMPT
 from tests.e2e.proxy_driver import PREFILL_A, PREFILL_B, Scene, call, get, wait_until
 
 DECODE_A = "127.0.0.20"
@@ -22,6 +24,9 @@ DECODE_B = "127.0.0.21"
 SYSTEM = "You are a careful assistant who answers in one short sentence and never makes things up. " * 8
 """A system prompt of about 700 characters (11 blocks of the front's 64), shared by every conversation."""
 QUESTIONS = [f"Question {n}: what is {n} times {n + 1}, and why does it matter? " * 3 for n in range(8)]
+BURST = 8
+"""Requests sent at once, each holding both roles ``BUSY_SECONDS``: the same prompt, so only the balance
+spreads them."""
 
 
 class RoutingScene(Scene):
@@ -67,6 +72,10 @@ def scenario(scene: RoutingScene) -> dict[str, Any]:
     # the engine and the pod that hold its prefix.
     out["rounds"] = [{question[:12]: chat(scene, question) for question in QUESTIONS} for _ in range(3)]
     out["metrics"] = metrics(scene)
+    with urllib.request.urlopen(f"{scene.proxy_url}/health", timeout=10) as response:  # fleetctl verify's reading
+        out["health"] = response.read().decode()
+    with ThreadPoolExecutor(BURST) as pool:
+        out["burst"] = list(pool.map(lambda _: chat(scene, BUSY_PROMPT), range(BURST)))
     # The decode pod of the first question killed between two refreshes: the next request finds its
     # connection refused and goes to the other pod, never to the client as an error.
     first = out["rounds"][0][QUESTIONS[0][:12]]["decode"]
