@@ -18,6 +18,7 @@ Its modules, each one seam:
 - ``relay``: sending, forwarding and streaming answers back, and the errors the front answers;
 - ``refusals``: what a draining engine answers instead of running a request, read before the client gets it;
 - ``metrics``: the counts and their Prometheus exposition;
+- ``router``: routing in the request path (``--routing``), by ``routing``'s policies;
 - ``routing``: routing policies (which backend takes a request), pure, simulated in benchmarks/routing;
 - ``engine_caches``: what each engine's prefix cache holds as its KV events tell (the precise mode's state);
 - ``kv_events``: vLLM's KV events off the wire, decoded and followed (msgspec and pyzmq: vLLM's image only);

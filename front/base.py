@@ -47,6 +47,10 @@ class Front:
 
     async def health(self, request: web.Request, detail: bool = False) -> web.Response:
         state: dict[str, Any] = {**self.watch.state(detail), "answered": self.counts.answered}
+        if routed := self.routing_counts():
+            # What fleetctl verify reads of a front that routes (the metrics port admits only Prometheus):
+            # per backend, the prompt blocks routed and those believed cached where they went.
+            state["routed"] = {r.backend: {"blocks": int(r.blocks), "cached": int(r.cached)} for r in routed}
         at_zero = self.at_zero()
         if self.scale_to_zero:
             state[SCALED_TO_ZERO] = at_zero

@@ -1,7 +1,7 @@
 """Routing policies: which backend (a prefill engine, a server pod) takes a request, from what the
-front knows of each one's prefix cache and load. Pure: no I/O, no clock; the front's request path
-does not use them yet (docs/front.md, "Routing"), benchmarks/routing simulates them against
-stand-in engines.
+front knows of each one's prefix cache and load. Pure: no I/O, no clock; front/router.py uses them in
+the request path (``--routing``), benchmarks/routing simulates them against stand-in engines
+(docs/front.md, "Routing").
 
 A request is its prompt cut into blocks, each block named by a hash chained over every block before
 it (``block_hashes``), as vLLM names the blocks of its prefix cache (v1/core/kv_cache_utils.py,

@@ -123,9 +123,10 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument(
         "--routing",
         choices=MODES,
-        help="choose the backend of each request: prefix (the one the front last sent the longest part of the "
-        "prompt, within a load balance), least-load (fewest requests in flight from this front) or random; the "
-        "proxy's prefill engine, and with --decode-pods its decode pod; the gate's server pod (with --forward-pods)",
+        help="choose the backend of each request: prefix (the backend this front already sent the longest "
+        "leading part of the prompt to, unless that would put it over 1.25 times the mean in flight), least-load "
+        "(fewest requests in flight from this front) or random; the proxy's prefill engine, and with --decode-pods "
+        "its decode pod; the gate's server pod (with --forward-pods)",
     )
     parser.add_argument(
         "--decode-pods",

@@ -38,6 +38,7 @@ from fleetctl.verify.incluster import (
     kv_store,
     kv_transfer,
     kv_transport,
+    prefix_routing,
 )
 from fleetctl.verify.kube import Cluster, connect
 from fleetctl.verify.schemas import SCALED_TO_ZERO, TritonModel, request_check
@@ -294,6 +295,8 @@ def cluster_checks(
     if endpoint.canary is not None:
         share = partial(canary_share, requests=arguments.canary_requests, triton=triton)
         wanted.append(("canary share", share, name))
+    if endpoint.routing == "prefix":
+        wanted.append(("prefix routing", prefix_routing, name))
     mooncake = endpoint.mooncake
     if mooncake is not None:
         sets = [("", name)]

@@ -191,6 +191,63 @@ def _answered(target: Target, pod: Pod) -> float:
     return float(value)
 
 
+ROUTED = "routed"
+"""A routing front's per-backend counts of prompt blocks routed and believed cached, in its /health body
+(front/base.py)."""
+PREFIX_REQUESTS = 8
+"""Requests sharing one long prefix: more than the fronts an endpoint runs, so one front sees it twice."""
+
+
+def routed_counts(body: bytes | str, pod: str) -> dict[str, tuple[int, int]]:
+    """(blocks routed, blocks believed cached) per backend, as a front's /health ``body`` holds them."""
+    try:
+        found = json.loads(body).get(ROUTED)
+        counts = {backend: (count["blocks"], count["cached"]) for backend, count in found.items()}
+    except (ValueError, AttributeError, KeyError, TypeError):
+        counts = {}
+    if not counts or not all(isinstance(value, int) for pair in counts.values() for value in pair):
+        raise CheckError(f"pod {pod}: its /health on port {PROXY_PORT} holds no counts '{ROUTED}' (not routing)")
+    return counts
+
+
+def prefix_routing(target: Target) -> str:
+    """Requests sharing a long prefix no front has seen, through the route; then, of the prompt blocks the
+    endpoint's fronts (its proxies, a classic endpoint's gates) routed meanwhile, the share each believed
+    its chosen engine or pod held: the hit rate of routing by prefix as the fronts observed it. None at all
+    believed cached means the prefix was not followed."""
+    role: naming.Role = "proxy" if entry(target.endpoint)[0] == "proxy" else "gate"
+    pods = target.pods(role)
+
+    def counts() -> dict[str, dict[str, tuple[int, int]]]:
+        return {
+            pod.name: routed_counts(target.cluster.pod_get(target.namespace, pod.name, PROXY_PORT, "/health"), pod.name)
+            for pod in pods
+        }
+
+    before = counts()
+    prefix = f"Conversation {secrets.token_hex(8)} from fleetctl verify. " + FILLER * FILLER_REPEATS
+    for number in range(PREFIX_REQUESTS):
+        _send(target, f"{prefix}Question {number}: what moves the cache?")
+    totals: dict[str, list[int]] = {}
+    for pod, backends in counts().items():
+        for backend, (blocks, cached) in backends.items():
+            old_blocks, old_cached = before.get(pod, {}).get(backend, (0, 0))
+            total = totals.setdefault(backend, [0, 0])
+            # A front restarted meanwhile counts from zero again: what it counted since is what it has.
+            total[0] += blocks - old_blocks if blocks >= old_blocks else blocks
+            total[1] += cached - old_cached if blocks >= old_blocks else cached
+    routed = {backend: total for backend, total in sorted(totals.items()) if total[0] > 0}
+    if not routed:
+        raise CheckError(f"the {role} pods routed no prompt blocks of the {PREFIX_REQUESTS} requests sent")
+    detail = "; ".join(
+        f"{backend}: {cached / blocks:.0%} of {blocks} blocks believed cached where routed"
+        for backend, (blocks, cached) in routed.items()
+    )
+    if not any(cached for _, cached in routed.values()):
+        raise CheckError(f"{PREFIX_REQUESTS} requests sharing a prefix, none of it believed cached ({detail})")
+    return f"{PREFIX_REQUESTS} requests sharing a prefix: {detail}"
+
+
 def kv_transfer(target: Target) -> str:
     """A prompt no pod has seen, through the proxy; then the prefill pods (which push the KV)
     must log a successful Mooncake transfer, and no role pod a failed one."""
@@ -274,7 +331,12 @@ def _unseen_request(target: Target) -> Callable[[], int]:
     """Send a prompt no pod has seen through the route; return the log window (sinceSeconds)
     that reaches back to just before it, one second spare for the kubelet's rounding."""
     started = time.monotonic()
-    prompt = f"Request {secrets.token_hex(8)} from fleetctl verify. " + FILLER * FILLER_REPEATS
+    _send(target, f"Request {secrets.token_hex(8)} from fleetctl verify. " + FILLER * FILLER_REPEATS)
+    return lambda: math.ceil(time.monotonic() - started) + 1
+
+
+def _send(target: Target, prompt: str) -> None:
+    """One completion of ``prompt``: through the route, or to the set's entry pod (``direct``)."""
     if target.direct:
         role, port = entry(target.endpoint)
         pod = target.pods(role)[0]
@@ -289,7 +351,6 @@ def _unseen_request(target: Target) -> Callable[[], int]:
         request_waking(direct, target.client, "", target.wake_wait)
     else:
         vllm(target.client, target.address, target.model, prompt)
-    return lambda: math.ceil(time.monotonic() - started) + 1
 
 
 def _await(target: Target, observed: Callable[[], T | None], missing: Callable[[], str] | str) -> T:
