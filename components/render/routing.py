@@ -8,6 +8,10 @@ Service forwards nothing, its name only lists the ready pods. Not-ready addresse
 the prefill Service (components/render/mooncake_roles.py ``prefill_headless_service``): a terminating pod
 leaves the name at once, so the front stops choosing it during its preStop. Without ``routing`` nothing
 here is rendered and the endpoint is what it was.
+
+A role at zero (``min_replicas: 0``) leaves the name empty, and ``pulumi up`` does not wait on it: the
+Kubernetes provider awaits no pods behind a headless Service (provider/pkg/await/service.go at the pinned
+provider, ``shouldWaitForPods``: false for ``clusterIP: None``), as it awaits none behind the prefill one.
 """
 
 from __future__ import annotations
