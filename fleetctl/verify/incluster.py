@@ -232,10 +232,11 @@ def prefix_routing(target: Target) -> str:
     for pod, backends in counts().items():
         for backend, (blocks, cached) in backends.items():
             old_blocks, old_cached = before.get(pod, {}).get(backend, (0, 0))
+            if blocks < old_blocks:  # restarted meanwhile: it counts from zero again
+                old_blocks = old_cached = 0
             total = totals.setdefault(backend, [0, 0])
-            # A front restarted meanwhile counts from zero again: what it counted since is what it has.
-            total[0] += blocks - old_blocks if blocks >= old_blocks else blocks
-            total[1] += cached - old_cached if blocks >= old_blocks else cached
+            total[0] += blocks - old_blocks
+            total[1] += cached - old_cached
     routed = {backend: total for backend, total in sorted(totals.items()) if total[0] > 0}
     if not routed:
         raise CheckError(f"the {role} pods routed no prompt blocks of the {PREFIX_REQUESTS} requests sent")
