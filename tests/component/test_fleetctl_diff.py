@@ -184,7 +184,7 @@ def test_adding_an_endpoint_on_prod_is_its_creates_and_one_line_per_dashboard(
         (summary,) = [line.strip() for line in block[update + 1 :] if not line.startswith("  verdicts:")][:1]
         assert summary == (
             f"data['inference-fleet-{region}.json']: generated Grafana dashboard: "
-            "8 panels added (row 'code / server (vllm, inference)'); 39 panels moved (position only)"
+            "9 panels added (row 'code / server (vllm, inference)'); 43 panels moved (position only)"
         )
         assert block[update + 2] == "  verdicts:"
     assert "panels[" not in out
