@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 from benchmarks import prod_edit, venv_install
+from benchmarks.front import report as front
 from benchmarks.records import (
     BARE_UP_TO,
     EDIT_ENDPOINT,
@@ -562,10 +563,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         time_budget=arguments.time_budget,
     )
     arguments.out.parent.mkdir(parents=True, exist_ok=True)
-    # The routing simulation's section (python -m benchmarks.routing) and the virtualenv install's
-    # (python -m benchmarks.venv_install) are their own: kept as they were.
+    # The routing simulation's section (python -m benchmarks.routing), the virtualenv install's
+    # (python -m benchmarks.venv_install) and the front data path's (python -m benchmarks.front) are their own:
+    # kept as they were.
     existing = arguments.out.read_text() if arguments.out.exists() else ""
-    for section_of, spliced in ((routing.section_of, routing.spliced), (venv_install.section_of, venv_install.spliced)):
+    kept_sections = (
+        (routing.section_of, routing.spliced),
+        (venv_install.section_of, venv_install.spliced),
+        (front.section_of, front.spliced),
+    )
+    for section_of, spliced in kept_sections:
         kept = section_of(existing)
         text = spliced(text, kept) if kept else text
     arguments.out.write_text(text)

@@ -1,0 +1,3 @@
+module inferencefleet/benchfront
+
+go 1.22
