@@ -15,7 +15,8 @@ made here and only here (docs/real-vllm.md lists them):
    with it the Mooncake transfer engine's threads, to the same cores (vllm/utils/ompmultiprocessing.py,
    ``OMP_PLACES`` of ``_get_autobind_cpu_ids``); with several servers on this machine's two, a prefill
    and a decode sharing one transfer starved each other for minutes;
-5. ``torch.accelerator`` and ``torch.cuda.Event`` on a CUDA build of torch without a GPU, and
+5. ``torch.accelerator`` and ``torch.cuda.Event`` on a CUDA build of torch without a GPU, the AMX tile
+   state requested on a CPU that has it (the CPU attention uses it unasked), and
    0.33.0's MultiConnector metrics on 0.32.0 (a release difference): tests/vllm/cpu/sitecustomize.py,
    first on ``PYTHONPATH``;
 6. a ConfigMap volume (mode ``both``'s mooncake.json): its files are written to a directory of the

@@ -15,6 +15,14 @@ raise instead of running on the CPU (the CPU build of torch vLLM's CPU wheel is 
   finished when ``wait_for_save`` runs (no streams run beside it), so an event that is done at once
   (:class:`HostEvent`) orders the same.
 
+On a CPU with AMX the CPU attention takes its ``amx`` kernels for bfloat16
+(vllm/v1/attention/backends/cpu_attn.py ``_get_attn_isa``), and neither vLLM's Python nor its csrc/cpu
+(0.32.0 and 0.33.0) asks Linux for the tile state first (``arch_prctl(ARCH_REQ_XCOMP_PERM,
+XFEATURE_XTILEDATA)``, which the kernel requires before a process's first tile instruction): the worker
+died of SIGILL in ``cpu_attention_with_kv_cache`` on the decode's first step over pulled KV (a server
+answering prompts it computed whole never reached that kernel). ``torch.cpu._init_amx()`` makes the
+request, once, for every thread of the process. A GPU server never runs this kernel.
+
 And one backport of the pinned release, which is not about the CPU: vLLM 0.32.0's MultiConnector asserts
 that every child connector with transfer stats has Prometheus metrics
 (distributed/kv_transfer/kv_connector/v1/multi_connector.py ``MultiKVConnectorPromMetrics.observe``);
@@ -58,6 +66,8 @@ class HostEvent:
 if not torch.accelerator.is_available():
     torch.accelerator.current_device_index = lambda: 0
     torch.cuda.Event = HostEvent
+if torch.cpu._is_amx_tile_supported():
+    torch.cpu._init_amx()  # arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA) for the whole process
 
 
 def observe_known_children(self: Any, transfer_stats_data: dict[str, Any], engine_idx: int = 0) -> None:
