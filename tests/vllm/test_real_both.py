@@ -47,7 +47,7 @@ def test_the_prefill_puts_the_kv_it_computed_in_the_store(store: dict[str, Any])
 
 def test_the_other_prefill_loads_the_prompt_from_the_store_and_the_decode_pulls_it(store: dict[str, Any]) -> None:
     """The other prefill answers, the decode pulls from it and the text is the same, always; that it
-    loaded the prompt from the store (its connector's hits) held in one of three runs on 2026-12-03,
+    loaded the prompt from the store (its connector's hits) held in one of four runs on 2026-12-03,
     with the master counting the first prefill's put ended seconds before the second request, and is
     reported as an expected failure until its cause is found (docs/real-vllm.md)."""
     first, second = store["first"], store["second"]
