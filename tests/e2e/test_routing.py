@@ -16,9 +16,12 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from components.render.placement import PlacedEndpoint
 from components.render.proxy import PROXY_METRICS_PORT, PROXY_PORT
+from components.spec.server_args import flag_value
+from fleetctl.verify.evidence import counter_total
 from fleetctl.verify.incluster import routed_counts
 from front.metrics import ROUTED_BLOCKS, ROUTED_CACHED_BLOCKS
 from tests.e2e.namespace import run_driver
@@ -39,16 +42,12 @@ def routed_endpoint() -> PlacedEndpoint:
     return placed_endpoint(stack_config(endpoints={"chat": spec}))
 
 
-def flag(argv: list[str], name: str) -> str:
-    return argv[argv.index(name) + 1]
-
-
 @pytest.fixture(scope="module")
 def scenario(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     endpoint = routed_endpoint()
     proxy = rendered_proxy(endpoint, tmp_path_factory.mktemp("proxy-program"))
-    assert flag(proxy["argv"], "--routing") == "prefix"
-    decode_pods = urlsplit(flag(proxy["argv"], "--decode-pods"))
+    assert flag_value(tuple(proxy["argv"]), "--routing") == "prefix"
+    decode_pods = urlsplit(flag_value(tuple(proxy["argv"]), "--decode-pods") or "")
     assert (decode_pods.hostname, decode_pods.port) == (f"chat-decode-pods.{endpoint.namespace}.svc", PORT)
     spec = {
         "proxy": proxy,
@@ -94,20 +93,25 @@ def test_requests_at_once_are_spread_over_both_engines_and_both_pods_within_the_
         assert max(counts.values()) <= 5, (role, counts)
 
 
-def series(metrics: str, name: str) -> float:
-    """The sum of every sample of ``name`` (a name, or a name and its whole label set) in a text exposition."""
-    starts = (f"{name} ", f"{name}{{") if "{" not in name else (f"{name} ",)
-    values = [float(line.rsplit(" ", 1)[1]) for line in metrics.splitlines() if line.startswith(starts)]
-    assert values, f"no {name} in the exposition"
-    return sum(values)
+def backend_total(metrics: str, name: str, backend: str) -> float:
+    """The sample of ``name`` labelled only with ``backend``, read by prometheus_client's parser."""
+    (value,) = [
+        sample.value
+        for family in text_string_to_metric_families(metrics)
+        for sample in family.samples
+        if sample.name == name and sample.labels == {"backend": backend}
+    ]
+    return value
 
 
 def test_the_metrics_say_how_much_of_the_routed_prompts_the_front_believed_cached(scenario: dict[str, Any]) -> None:
     """Three rounds of the same eight questions: the second and third find every block of theirs cached,
     the first at least the system prompt after its first request."""
     metrics = scenario["metrics"]
-    routed = series(metrics, ROUTED_BLOCKS)
-    cached = series(metrics, ROUTED_CACHED_BLOCKS)
+    routed = counter_total(metrics, ROUTED_BLOCKS)
+    cached = counter_total(metrics, ROUTED_CACHED_BLOCKS)
+    assert routed is not None, metrics
+    assert cached is not None, metrics
     assert routed > 0
     assert cached / routed > 0.6, metrics
 
@@ -120,10 +124,9 @@ def test_fleetctl_verify_reads_the_counts_the_metrics_carry_in_the_serving_ports
     counts = routed_counts(scenario["health"], "chat-proxy-0")
     metrics = scenario["metrics"]
     for backend in ("prefill", "decode"):
-        labels = f'{{backend="{backend}"}}'
         assert counts[backend] == (
-            int(series(metrics, f"{ROUTED_BLOCKS}{labels}")),
-            int(series(metrics, f"{ROUTED_CACHED_BLOCKS}{labels}")),
+            int(backend_total(metrics, ROUTED_BLOCKS, backend)),
+            int(backend_total(metrics, ROUTED_CACHED_BLOCKS, backend)),
         )
 
 
