@@ -8,15 +8,31 @@ import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-import aiohttp
 from aiohttp import web
 
 from front.metrics import EXPOSITION_TYPE, Counts, Routed, exposition
-from front.refusals import RESENT_ON_ABORT, read_ahead
+from front.refusals import RESENT_ON_ABORT, A, read_ahead
 from front.relay import SCALED_TO_ZERO
 from front.watch import Watch
 
 LOG = logging.getLogger("mooncake-proxy")
+
+
+class InFlight:
+    """``with``: one request counted received, and in flight until the block ends however it ends."""
+
+    __slots__ = ("counts",)
+
+    def __init__(self, counts: Counts) -> None:
+        self.counts = counts
+
+    def __enter__(self) -> None:
+        self.counts.requests += 1
+        self.counts.last_request = time.time()
+        self.counts.in_flight += 1
+
+    def __exit__(self, *ended: object) -> None:
+        self.counts.in_flight -= 1
 
 
 class Front:
@@ -26,15 +42,13 @@ class Front:
         self,
         arguments: argparse.Namespace,
         watch: Watch,
-        sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession],
         backends: Sequence[str],
     ) -> None:
         self.watch = watch
-        self.session, self.fresh = sessions
-        """The pool's session, and one whose every request opens a connection of its own (``unrefused``)."""
         self.scale_to_zero = frozenset(arguments.scale_to_zero)
         self.retry_after_seconds: int = arguments.retry_after_seconds
         self.counts = Counts(unserved=dict.fromkeys(backends, 0))
+        self.in_flight = InFlight(self.counts)
         self.draining = False
         """SIGTERM came: /health answers 503 while the requests in flight finish (``serve``)."""
 
@@ -45,7 +59,8 @@ class Front:
             return missing
         return []
 
-    async def health(self, request: web.Request, detail: bool = False) -> web.Response:
+    def health_state(self, detail: bool = False) -> tuple[int, dict[str, Any]]:
+        """What ``GET /health`` answers: 200 while the front serves (or is at zero), else 503, and its state."""
         state: dict[str, Any] = {**self.watch.state(detail), "answered": self.counts.answered}
         if routed := self.routing_counts():
             # What fleetctl verify reads of a front that routes (the metrics port admits only Prometheus):
@@ -57,7 +72,11 @@ class Front:
         if self.draining:
             state["draining"] = True
         serving = (self.watch.ready or bool(at_zero)) and not self.draining
-        return web.json_response(state, status=200 if serving else 503)
+        return 200 if serving else 503, state
+
+    async def health(self, request: web.Request, detail: bool = False) -> web.Response:
+        status, state = self.health_state(detail)
+        return web.json_response(state, status=status)
 
     async def metrics(self, request: web.Request) -> web.Response:
         # Content-Type set whole: aiohttp's content_type argument would not take the version parameter.
@@ -68,24 +87,18 @@ class Front:
         """What the front's routers counted (``--routing``), for /metrics."""
         return []
 
-    async def received(self, request: web.Request) -> web.StreamResponse:
-        self.counts.requests += 1
-        self.counts.last_request = time.time()
-        self.counts.in_flight += 1
-        try:  # whatever ends the request: an answer, an error, the client gone (cancelled)
-            return await self.answer(request)
-        finally:
-            self.counts.in_flight -= 1
+    def counted(self) -> InFlight:
+        """A request received: counted on arrival, in flight until whatever ends it (an answer, an error,
+        the client gone: cancelled), as ``with front.counted():``."""
+        return self.in_flight
 
-    async def unrefused(
-        self, send: Callable[[aiohttp.ClientSession], Awaitable[aiohttp.ClientResponse]], what: str
-    ) -> tuple[aiohttp.ClientResponse, bytes] | None:
+    async def unrefused(self, send: Callable[[bool], Awaitable[A]], what: str) -> tuple[A, bytes] | None:
         """A completion's answer from ``send``, and what was read of it (refusals.read_ahead): sent on a
-        pooled connection, then again on a fresh one (another pod behind the Service) while the engine
-        refuses it (a draining vLLM: refusals.py), ``RESENT_ON_ABORT`` times at most; None when every try was
-        refused. Raises what ``send`` and reading raise."""
+        pooled connection (``send(False)``), then again on a fresh one (``send(True)``: another pod behind
+        the Service) while the engine refuses it (a draining vLLM: refusals.py), ``RESENT_ON_ABORT`` times
+        at most; None when every try was refused. Raises what ``send`` and reading raise."""
         for attempt in range(RESENT_ON_ABORT + 1):
-            answer = await send(self.fresh if attempt else self.session)
+            answer = await send(attempt > 0)
             try:
                 head = await read_ahead(answer)
             except BaseException:  # the client gone (cancelled) before the first token: so is the backend's request
@@ -99,6 +112,3 @@ class Front:
     def routed(self, path: str) -> bool:
         """Whether ``path`` is one the front sends to its backends."""
         return True
-
-    async def answer(self, request: web.Request) -> web.StreamResponse:
-        raise NotImplementedError

@@ -140,7 +140,9 @@ class Proxy(Front):
         peers: Peers,
         sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession],
     ) -> None:
-        super().__init__(arguments, peers, sessions, ROLES)
+        super().__init__(arguments, peers, ROLES)
+        self.session, self.fresh = sessions
+        """The pool's session, and one whose every request opens a connection of its own (``unrefused``)."""
         self.decode = arguments.decode
         self.peers = peers
         self.key = os.environ.get("VLLM_API_KEY")
@@ -245,7 +247,8 @@ class Proxy(Front):
         async def post(session: aiohttp.ClientSession, base: str) -> aiohttp.ClientResponse:
             return await sent(session, "POST", f"{base}{path}", json=payload, headers=headers, timeout=REQUEST_TIMEOUT)
 
-        async def send(session: aiohttp.ClientSession) -> aiohttp.ClientResponse:
+        async def send(fresh: bool) -> aiohttp.ClientResponse:
+            session = self.fresh if fresh else self.session
             if choice is None:
                 return await post(session, self.decode)
             return await choice.send(lambda base: post(session, base))

@@ -44,9 +44,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any
-
-import aiohttp
+from typing import Any, Protocol, TypeVar
 
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
 """The completion routes (vLLM 0.33.0 entrypoints/openai/completion/api_router.py and
@@ -55,6 +53,8 @@ a front reads for a refusal."""
 ABORT = "abort"
 DRAINING_ERROR = "cannot schedule new futures after shutdown"
 """The message of the 500 a draining vLLM answers a new request with (above)."""
+DRAINING_ERROR_BYTES = DRAINING_ERROR.encode()
+QUOTED_ABORT = b'"abort"'
 RESENT_ON_ABORT = 2
 """How many times a request refused "abort" is sent again, each on a fresh connection."""
 OPENING_BYTES = 64 * 2**10
@@ -151,7 +151,32 @@ def failed_before_output(status: int, content_type: str, head: bytes) -> bool:
     return "error" in last or ("error" in finishes(last) and not carries_output(last))
 
 
-async def opening(content: aiohttp.StreamReader) -> Opening:
+class Lines(Protocol):
+    async def readline(self) -> bytes: ...
+
+
+class Readable(Protocol):
+    """A backend's answer as ``read_ahead`` reads it: aiohttp's ``ClientResponse``, or the front's own data
+    path's ``upstream.Answer``."""
+
+    @property
+    def status(self) -> int: ...
+    @property
+    def headers(self) -> Any: ...
+    @property
+    def content_type(self) -> str: ...
+    @property
+    def content(self) -> Lines: ...
+    @property
+    def url(self) -> Any: ...
+    async def read(self) -> bytes: ...
+    def close(self) -> None: ...
+
+
+A = TypeVar("A", bound=Readable)
+
+
+async def opening(content: Lines) -> Opening:
     """A stream read up to its first event that carries a token or a finish (or its end, or
     ``OPENING_BYTES``)."""
     head = bytearray()
@@ -171,7 +196,7 @@ async def opening(content: aiohttp.StreamReader) -> Opening:
     return Opening(bytes(head), False)
 
 
-async def read_ahead(answer: aiohttp.ClientResponse) -> bytes | None:
+async def read_ahead(answer: Readable) -> bytes | None:
     """What of a completion's ``answer`` is read before the client gets any of it: the whole of a JSON
     answer or of a 500's, a stream's opening; None when the engine refused the request (a draining
     vLLM's 500, or "abort"), the answer's connection closed then. Any other answer (another error
@@ -180,6 +205,9 @@ async def read_ahead(answer: aiohttp.ClientResponse) -> bytes | None:
         return b""
     if answer.content_type == "application/json" and answer.status in (200, 500):
         head = await answer.read()
+        # Parsed only when it can be a refusal: a JSON encoder writes these ASCII words as they are.
+        if (DRAINING_ERROR_BYTES if answer.status == 500 else QUOTED_ABORT) not in head:
+            return head
         try:
             value = json.loads(head)
         except ValueError:

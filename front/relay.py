@@ -26,28 +26,36 @@ host and length are those of the forwarded request, set by the client library.""
 
 def connection_headers(headers: Any) -> set[str]:
     """The headers ``headers`` name in its Connection header: of that connection only, never forwarded."""
-    return {name.strip().lower() for name in headers.get("Connection", "").split(",")}
+    value = headers.get("Connection")
+    return {name.strip().lower() for name in value.split(",")} if value else set()
 
 
 SCALED_TO_ZERO = "scaled_to_zero"
 """The error type of a request answered while its roles are at zero, and /health's key naming them."""
 
 
-def error(status: int, message: str) -> web.Response:
+def error_value(status: int, message: str) -> dict[str, Any]:
     """An error in the OpenAI API's shape, as vLLM answers them."""
     kind = "invalid_request_error" if status < 500 else "service_unavailable"
-    return web.json_response({"error": {"message": message, "type": kind, "code": status}}, status=status)
+    return {"error": {"message": message, "type": kind, "code": status}}
 
 
-def scaled_to_zero(missing: Sequence[str], retry_after_seconds: int) -> web.Response:
-    """The answer while ``missing`` (roles of --scale-to-zero) have no pod: this request wakes them."""
+def error(status: int, message: str) -> web.Response:
+    return web.json_response(error_value(status, message), status=status)
+
+
+def scaled_to_zero_value(missing: Sequence[str]) -> dict[str, Any]:
+    """The answer while ``missing`` (roles of --scale-to-zero) have no pod: this request wakes them; sent
+    503 with ``Retry-After``."""
     roles = " and ".join(missing)
     woken = "them" if len(missing) > 1 else "it"
     message = f"{roles} scaled to zero: this request wakes {woken}; retry in a few minutes"
+    return {"error": {"message": message, "type": SCALED_TO_ZERO, "code": 503}}
+
+
+def scaled_to_zero(missing: Sequence[str], retry_after_seconds: int) -> web.Response:
     return web.json_response(
-        {"error": {"message": message, "type": SCALED_TO_ZERO, "code": 503}},
-        status=503,
-        headers={"Retry-After": str(retry_after_seconds)},
+        scaled_to_zero_value(missing), status=503, headers={"Retry-After": str(retry_after_seconds)}
     )
 
 
@@ -66,9 +74,15 @@ async def sent(session: aiohttp.ClientSession, method: str, url: str, **options:
     raise AssertionError("unreachable")
 
 
-def forwarded_headers(request: web.Request) -> list[tuple[str, str]]:
-    """The client's headers but the hop-by-hop ones, and who the client is."""
-    dropped = HOP_BY_HOP | connection_headers(request.headers)
+EXPECTATION = frozenset({"expect"})
+"""A request's ``Expect: 100-continue`` is the front's to answer (it reads the whole body before it
+forwards it: RFC 9110 section 10.1.1), never forwarded."""
+
+
+def forwarded_headers(request: Any) -> list[tuple[str, str]]:
+    """The client's headers but the hop-by-hop ones and the expectation, and who the client is (of an
+    aiohttp ``web.Request`` or the front's own ``listener.Incoming``)."""
+    dropped = HOP_BY_HOP | EXPECTATION | connection_headers(request.headers)
     headers = [(k, v) for k, v in request.headers.items() if k.lower() not in dropped]
     if request.remote:
         headers.append(("X-Forwarded-For", request.remote))

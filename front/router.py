@@ -17,15 +17,17 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
 from front.metrics import Routed
 from front.routing import ApproximatePrefix, LeastLoad, Policy, RandomChoice
+from front.upstream import ConnectError
 from front.watch import Pods
 
 LOG = logging.getLogger("mooncake-proxy")
+R = TypeVar("R")
 
 MODES = ("prefix", "least-load", "random")
 BLOCK_CHARACTERS = 64
@@ -155,7 +157,7 @@ class PodChoice:
         self.tried: set[str] = set()
         self.held: str | None = None
 
-    async def send(self, request: Callable[[str], Awaitable[aiohttp.ClientResponse]]) -> aiohttp.ClientResponse:
+    async def send(self, request: Callable[[str], Awaitable[R]]) -> R:
         """``request`` of the chosen pod's base URL; raises ``NoPod`` when no pod is left to try."""
         if self.held is not None:
             self.pods.refused(self.held)
@@ -169,7 +171,7 @@ class PodChoice:
             self.held = pod
             try:
                 return await request(self.pods.url(pod))
-            except aiohttp.ClientConnectorError as failure:
+            except (aiohttp.ClientConnectorError, ConnectError) as failure:
                 LOG.warning("%s pod %s is unreachable (%s): taken out of rotation", self.pods.role, pod, failure)
                 self.pods.suspect(pod)
                 self.release()

@@ -1,5 +1,6 @@
 """The front as a program of its own: it runs in the engines' images, which carry the standard library
-and aiohttp (vLLM's requirements/common.txt, SGLang's wheel), and nothing of ours.
+and aiohttp (vLLM's requirements/common.txt, SGLang's wheel), and nothing of ours; uvloop where the
+image has it.
 
 One module goes further: front/kv_events.py, the precise routing mode's reader of vLLM's KV events,
 needs msgspec (what vLLM encodes them with) and pyzmq (their transport). Both are in vLLM's own
@@ -18,6 +19,7 @@ import front
 
 MODULES = sorted(Path(front.__file__).parent.glob("*.py"))
 KV_EVENTS = "kv_events.py"
+OPTIONAL = "uvloop"
 VLLM_ONLY = {"msgspec", "zmq"}
 """What front/kv_events.py may import beyond the rest: vLLM's image carries both."""
 
@@ -35,7 +37,23 @@ def _tops(names: set[str]) -> set[str]:
 
 def test_every_module_needs_only_the_standard_library_aiohttp_and_the_package_itself() -> None:
     tops = set().union(*(_tops(_imported(module)) for module in MODULES if module.name != KV_EVENTS))
-    assert tops == {"aiohttp", "front"}
+    assert tops == {"aiohttp", "front", OPTIONAL}
+
+
+def test_uvloop_is_taken_only_where_the_image_has_it() -> None:
+    """uvloop (in vLLM's image with uvicorn, and a requirement of SGLang's wheel) is imported in one place,
+    under a ``try`` whose ``except ImportError`` runs the front on asyncio's own loop instead."""
+    guarded = []
+    for module in MODULES:
+        for node in ast.walk(ast.parse(module.read_text())):
+            if not isinstance(node, ast.Try):
+                continue
+            imports = {a.name for n in node.body if isinstance(n, ast.Import) for a in n.names}
+            catches = {ast.unparse(h.type) for h in node.handlers if h.type is not None}
+            if OPTIONAL in imports and "ImportError" in catches:
+                guarded.append(module.name)
+    importers = [module.name for module in MODULES if OPTIONAL in _imported(module)]
+    assert importers == guarded == ["serve.py"]
 
 
 def test_the_kv_events_reader_needs_only_what_vllms_image_adds_and_no_other_module_imports_it() -> None:

@@ -13,11 +13,13 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import aiohttp
+import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from front.base import Front
 from front.refusals import DRAINING_ERROR, EVENT_STREAM, RESENT_ON_ABORT, decided, failed_before_output, read_ahead
+from front.upstream import Pool, request
 from front.watch import Server
 
 ROLE = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
@@ -121,112 +123,145 @@ class Backend:
         return response
 
 
-def against(backend: Backend, test: Callable[[Front, str], Awaitable[Any]]) -> Any:
+class Client:
+    """How a front posts to its backends: aiohttp's sessions (the P/D proxy) or the front's own data path
+    (front/upstream.py, the gate); ``fresh`` a connection of its own."""
+
+    def __init__(self, own: bool) -> None:
+        self.own = own
+        self.pool = Pool(3.0)
+        self.pooled = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
+        self.fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True))
+
+    async def post(self, url: str, body: dict[str, Any], fresh: bool = False) -> Any:
+        if self.own:
+            base, _, path = url.partition("/v1/")
+            headers = [("Content-Type", "application/json")]
+            return await request(self.pool, base, "POST", f"/v1/{path}", headers, json.dumps(body).encode(), fresh)
+        return await (self.fresh if fresh else self.pooled).post(url, json=body)
+
+    async def close(self) -> None:
+        self.pool.close()
+        await self.pooled.close()
+        await self.fresh.close()
+
+
+CLIENTS = pytest.mark.parametrize("own", [False, True], ids=["aiohttp", "own"])
+
+
+def against(backend: Backend, test: Callable[[Front, Client, str], Awaitable[Any]], own: bool) -> Any:
     async def run() -> Any:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", backend.completions)
         async with TestServer(app, host="127.0.0.1") as server:
-            pooled = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-            fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True))
+            client = Client(own)
             arguments = argparse.Namespace(scale_to_zero=[], retry_after_seconds=1, probe_misses=3, forward_pods=None)
-            front = Front(arguments, Server(arguments, pooled), (pooled, fresh), ["server"])
+            front = Front(arguments, Server(arguments, client.pooled), ["server"])
             try:
-                return await test(front, str(server.make_url("/v1/chat/completions")))
+                return await test(front, client, str(server.make_url("/v1/chat/completions")))
             finally:
-                await pooled.close()
-                await fresh.close()
+                await client.close()
 
     return asyncio.run(run())
 
 
-def sender(url: str, stream: bool) -> Callable[[aiohttp.ClientSession], Awaitable[aiohttp.ClientResponse]]:
-    async def send(session: aiohttp.ClientSession) -> aiohttp.ClientResponse:
-        return await session.post(url, json={"messages": [], "stream": stream})
+def sender(client: Client, url: str, stream: bool) -> Callable[[bool], Awaitable[Any]]:
+    async def send(fresh: bool) -> Any:
+        return await client.post(url, {"messages": [], "stream": stream}, fresh)
 
     return send
 
 
-def test_a_refused_stream_is_sent_again_on_another_connection_and_its_own_is_not_reused() -> None:
+@CLIENTS
+def test_a_refused_stream_is_sent_again_on_another_connection_and_its_own_is_not_reused(own: bool) -> None:
     backend = Backend(refusals=0)
 
-    async def test(front: Front, url: str) -> tuple[bytes, bytes]:
+    async def test(front: Front, client: Client, url: str) -> tuple[bytes, bytes]:
         # One request first, so the pool holds a connection the refusal will come on; then the engine drains.
-        async with await front.session.post(url, json={"messages": []}) as warm:
-            await warm.read()
+        await (await client.post(url, {"messages": []})).read()
         backend.refusals = 1
-        unrefused = await front.unrefused(sender(url, stream=True), "a chat")
+        unrefused = await front.unrefused(sender(client, url, stream=True), "a chat")
         assert unrefused is not None
         answer, head = unrefused
-        async with answer:
-            rest = await answer.read()
-        async with await front.session.post(url, json={"messages": []}) as after:
-            await after.read()
+        rest = await answer.read()
+        await (await client.post(url, {"messages": []})).read()
         return head, rest
 
-    head, rest = against(backend, test)
+    head, rest = against(backend, test, own)
     assert head == events(ROLE, TOKEN).removesuffix(b"data: [DONE]\n\n")  # read up to the first token
     assert rest == b"data: [DONE]\n\n"  # the rest left to stream on
     warm, refused, resent, after = backend.ports
     assert refused == warm  # the pool's connection brought the refusal
     assert resent != refused  # sent again on a connection of its own
-    assert after not in (warm, resent)  # the refusing connection was closed, not handed out again
+    assert after != refused  # the refusing connection was closed, not handed out again
+    # aiohttp's fresh session closes each of its connections; the gate's own pool keeps the one the resend
+    # opened (to a pod that answered), as it keeps any other.
+    assert (after == resent) is own
 
 
-def test_a_refused_whole_answer_is_sent_again_and_then_passed_on_whole() -> None:
-    async def test(front: Front, url: str) -> Any:
-        unrefused = await front.unrefused(sender(url, stream=False), "a completion")
+@CLIENTS
+def test_a_refused_whole_answer_is_sent_again_and_then_passed_on_whole(own: bool) -> None:
+    async def test(front: Front, client: Client, url: str) -> Any:
+        unrefused = await front.unrefused(sender(client, url, stream=False), "a completion")
         assert unrefused is not None
         answer, head = unrefused
         answer.close()
         return json.loads(head)
 
-    assert against(Backend(refusals=1), test)["choices"][0]["text"] == "hello back"
+    assert against(Backend(refusals=1), test, own)["choices"][0]["text"] == "hello back"
 
 
-def test_a_draining_servers_500_is_sent_again_and_another_500_is_passed_on() -> None:
+@CLIENTS
+def test_a_draining_servers_500_is_sent_again_and_another_500_is_passed_on(own: bool) -> None:
     """A draining vLLM refuses a new request 500 from its stopped tokenizer pool, streamed or not; any
     other 500 is the request's own answer, passed on whole."""
 
-    async def test(front: Front, url: str) -> Any:
-        unrefused = await front.unrefused(sender(url, stream=True), "a chat")
+    async def test(front: Front, client: Client, url: str) -> Any:
+        unrefused = await front.unrefused(sender(client, url, stream=True), "a chat")
         assert unrefused is not None
         answer, head = unrefused
         answer.close()
         return answer.status, head
 
     opening = events(ROLE, TOKEN).removesuffix(b"data: [DONE]\n\n")
-    assert against(Backend(refusals=1, error=DRAINING_500), test) == (200, opening)
+    assert against(Backend(refusals=1, error=DRAINING_500), test, own) == (200, opening)
     other = {"error": {"message": "kv load failed", "type": "InternalServerError", "code": 500}}
-    status, head = against(Backend(refusals=1, error=other), test)
+    status, head = against(Backend(refusals=1, error=other), test, own)
     assert (status, json.loads(head)) == (500, other)  # read whole, passed on as the client's answer
 
 
-def test_a_request_every_try_of_which_is_refused_gives_up_after_its_resends() -> None:
+@CLIENTS
+def test_a_request_every_try_of_which_is_refused_gives_up_after_its_resends(own: bool) -> None:
     backend = Backend(refusals=RESENT_ON_ABORT + 5)
 
-    async def test(front: Front, url: str) -> Any:
-        return await front.unrefused(sender(url, stream=True), "a chat")
+    async def test(front: Front, client: Client, url: str) -> Any:
+        return await front.unrefused(sender(client, url, stream=True), "a chat")
 
-    assert against(backend, test) is None
+    assert against(backend, test, own) is None
     assert len(backend.ports) == RESENT_ON_ABORT + 1
 
 
-def test_an_answer_that_is_not_a_completion_is_left_unread() -> None:
-    async def test(front: Front, url: str) -> bytes | None:
-        async with await front.session.post(url.replace("/v1/chat/completions", "/nowhere"), json={}) as answer:
+@CLIENTS
+def test_an_answer_that_is_not_a_completion_is_left_unread(own: bool) -> None:
+    async def test(front: Front, client: Client, url: str) -> bytes | None:
+        answer = await client.post(url.replace("/chat/completions", "/nowhere"), {})
+        try:
             return await read_ahead(answer)  # 404: nothing to read ahead of the client
+        finally:
+            answer.close()
 
-    assert against(Backend(refusals=0), test) == b""
+    assert against(Backend(refusals=0), test, own) == b""
 
 
-def test_a_client_gone_before_the_first_token_ends_the_backends_request() -> None:
+@CLIENTS
+def test_a_client_gone_before_the_first_token_ends_the_backends_request(own: bool) -> None:
     """The front reads a stream's opening before it answers its client; a client that leaves meanwhile
     (its handler cancelled) closes the backend's connection, as it does once the answer is relayed."""
     backend = Backend(refusals=0)
 
-    async def test(front: Front, url: str) -> bool:
-        async def send(session: aiohttp.ClientSession) -> aiohttp.ClientResponse:
-            return await session.post(url, json={"messages": [], "stream": True, "hold": True})
+    async def test(front: Front, client: Client, url: str) -> bool:
+        async def send(fresh: bool) -> Any:
+            return await client.post(url, {"messages": [], "stream": True, "hold": True}, fresh)
 
         reading = asyncio.ensure_future(front.unrefused(send, "a chat"))
         await asyncio.sleep(0.3)
@@ -235,4 +270,4 @@ def test_a_client_gone_before_the_first_token_ends_the_backends_request() -> Non
         await asyncio.wait_for(backend.cut.wait(), 3)
         return backend.cut.is_set()
 
-    assert against(backend, test)
+    assert against(backend, test, own)
