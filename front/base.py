@@ -10,9 +10,11 @@ from typing import Any
 
 from aiohttp import web
 
+from front.answers import SCALED_TO_ZERO, Own, as_json, error
+from front.listener import Incoming, Reply
 from front.metrics import EXPOSITION_TYPE, Counts, Routed, exposition
-from front.refusals import RESENT_ON_ABORT, A, read_ahead
-from front.relay import SCALED_TO_ZERO
+from front.refusals import RESENT_ON_ABORT, read_ahead
+from front.upstream import Answer
 from front.watch import Watch
 
 LOG = logging.getLogger("mooncake-proxy")
@@ -75,8 +77,29 @@ class Front:
         return 200 if serving else 503, state
 
     async def health(self, request: web.Request, detail: bool = False) -> web.Response:
+        """The metrics port's ``GET /health`` (aiohttp, serve.py ``metrics_site``)."""
         status, state = self.health_state(detail)
         return web.json_response(state, status=status)
+
+    async def handle(self, incoming: Incoming, reply: Reply) -> None:
+        """A request on the serving port: the front's own ``GET /health``, or one for its backends (any
+        other method on /health included)."""
+        if incoming.method == "GET" and incoming.path == "/health":
+            status, state = self.health_state()
+            as_json(state, status).send(reply)
+            return
+        if not self.routed(incoming.path):  # not a request for the backends: neither counted nor sent
+            message = f"{incoming.path} is not served by a split endpoint (docs/mooncake-proxy.md, Routes)"
+            error(404, message).send(reply)
+            return
+        with self.counted():
+            own = await self.answer(incoming, reply)
+            if own is not None:
+                own.send(reply)
+
+    async def answer(self, incoming: Incoming, reply: Reply) -> Own | None:
+        """The answer to a request for the backends: relayed into ``reply``, or the front's own (returned)."""
+        raise NotImplementedError
 
     async def metrics(self, request: web.Request) -> web.Response:
         # Content-Type set whole: aiohttp's content_type argument would not take the version parameter.
@@ -92,7 +115,7 @@ class Front:
         the client gone: cancelled), as ``with front.counted():``."""
         return self.in_flight
 
-    async def unrefused(self, send: Callable[[bool], Awaitable[A]], what: str) -> tuple[A, bytes] | None:
+    async def unrefused(self, send: Callable[[bool], Awaitable[Answer]], what: str) -> tuple[Answer, bytes] | None:
         """A completion's answer from ``send``, and what was read of it (refusals.read_ahead): sent on a
         pooled connection (``send(False)``), then again on a fresh one (``send(True)``: another pod behind
         the Service) while the engine refuses it (a draining vLLM: refusals.py), ``RESENT_ON_ABORT`` times

@@ -19,21 +19,17 @@ from __future__ import annotations
 
 import argparse
 import json
-import logging
 from collections.abc import Awaitable, Callable
 
+from front.answers import Own, error, scaled_to_zero
 from front.base import Front
-from front.http1 import CHUNKED
 from front.listener import Incoming, Reply
 from front.metrics import Routed
 from front.refusals import COMPLETION_PATHS, RESENT_ON_ABORT
-from front.relay import HOP_BY_HOP, connection_headers, error_value, forwarded_headers, scaled_to_zero_value
-from front.router import NoPod, PodChoice, Router, prompt_of, text_blocks
-from front.upstream import Answer, DisconnectedError, Pool, UpstreamError, request
+from front.relay import forwarded_headers, relayed
+from front.router import PodChoice, Router, prompt_of, text_blocks
+from front.upstream import Answer, Pool, UpstreamError, request
 from front.watch import SERVER, Server
-
-LOG = logging.getLogger("mooncake-proxy")
-RELAYED_DROPPED = HOP_BY_HOP - {"content-length"}
 
 
 class Gate(Front):
@@ -50,23 +46,13 @@ class Gate(Front):
     def routing_counts(self) -> list[Routed]:
         return [] if self.router is None else [self.router.routed(SERVER)]
 
-    async def handle(self, incoming: Incoming, reply: Reply) -> None:
-        """A request on the serving port: the gate's own ``GET /health``, or one for the server."""
-        if incoming.method == "GET" and incoming.path == "/health":
-            reply.json(*self.health_state())
-            return
-        with self.counted():
-            await self.answer(incoming, reply)
-
-    async def answer(self, incoming: Incoming, reply: Reply) -> None:
+    async def answer(self, incoming: Incoming, reply: Reply) -> Own | None:
         if at_zero := self.at_zero():
             self.counts.unserved_by(at_zero)
-            reply.json(503, scaled_to_zero_value(at_zero), [("Retry-After", str(self.retry_after_seconds))])
-            return
+            return scaled_to_zero(at_zero, self.retry_after_seconds)
         if self.server.known and not self.server.up:
             self.counts.unserved_by([SERVER])
-            reply.json(503, error_value(503, "the server is not serving"))
-            return
+            return error(503, "the server is not serving")
         headers = forwarded_headers(incoming)
         head = incoming.head
         choice = None
@@ -81,7 +67,7 @@ class Gate(Front):
             )
 
         try:
-            await self.forwarded(incoming, reply, send)
+            return await self.forwarded(incoming, reply, send)
         finally:
             if choice is not None:
                 choice.release()
@@ -96,55 +82,25 @@ class Gate(Front):
             return []
         return text_blocks(prompt_of(incoming.path, body)) if isinstance(body, dict) else []
 
-    async def forwarded(self, incoming: Incoming, reply: Reply, send: Callable[[bool], Awaitable[Answer]]) -> None:
-        """The server's answer to what ``send`` sent, relayed; the answers the gate gives itself."""
+    async def forwarded(
+        self, incoming: Incoming, reply: Reply, send: Callable[[bool], Awaitable[Answer]]
+    ) -> Own | None:
+        """The server's answer to what ``send`` sent, relayed; or the answer the gate gives itself."""
         try:
             if incoming.method == "POST" and incoming.path in COMPLETION_PATHS:
                 unrefused = await self.unrefused(send, incoming.path)
             else:
                 unrefused = await send(False), b""
-        except (UpstreamError, NoPod) as failure:
+        except UpstreamError as failure:
             self.server.down()
             self.counts.unserved_by([SERVER])
             if SERVER in self.scale_to_zero:
-                reply.json(503, scaled_to_zero_value([SERVER]), [("Retry-After", str(self.retry_after_seconds))])
-            else:
-                reply.json(503, error_value(503, f"the server is unreachable: {failure}"))
-            return
+                return scaled_to_zero([SERVER], self.retry_after_seconds)
+            return error(503, f"the server is unreachable: {failure}")
         if unrefused is None:
             self.counts.unserved_by([SERVER])
-            message = f"the server refused the request {RESENT_ON_ABORT + 1} times: its pods are draining"
-            reply.json(503, error_value(503, message))
-            return
+            return error(503, f"the server refused the request {RESENT_ON_ABORT + 1} times: its pods are draining")
         answer, read = unrefused
         self.counts.answered += 1
-        await relayed(incoming, reply, answer, read)
-
-
-async def relayed(incoming: Incoming, reply: Reply, answer: Answer, read: bytes) -> None:
-    """``answer`` to the client as it came: its status, reason and headers but the hop-by-hop ones, its
-    body (``read`` first: what was read of it ahead, refusals.read_ahead) streamed, sized when it was."""
-    try:
-        dropped = RELAYED_DROPPED | connection_headers(answer.headers)
-        headers = [(k, v) for k, v in answer.headers.items() if k.lower() not in dropped]
-        if incoming.method == "HEAD" or answer.status in (204, 304):
-            reply.start(answer.status, answer.reason, headers, None, body=False)  # its length as it came
-            reply.end()
-            return
-        length = answer.length if answer.length >= 0 else None
-        reply.start(answer.status, answer.reason, [(k, v) for k, v in headers if k.lower() != "content-length"], length)
-        await reply.write(read + await answer.data() if answer.pending else read)
-        if answer.length >= 0 or (answer.length == CHUNKED and reply.chunked):
-            # Sized, or chunked both ways: the bytes as they came, not decoded and encoded again.
-            while data := await answer.passed():
-                await reply.passed(data) if reply.chunked else await reply.write(data)
-            reply.end(framed=reply.chunked)
-            return
-        while data := await answer.data():
-            await reply.write(data)
-        reply.end()
-    except DisconnectedError as cut:  # the client's connection closes with its answer unfinished
-        LOG.warning("%s", cut)
-    finally:
-        if not answer.ended:
-            answer.close()
+        await relayed(incoming, reply, answer, read, forward_headers=True)
+        return None

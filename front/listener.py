@@ -9,13 +9,13 @@ and shutdown timeouts), without its request and response objects (docs/front.md,
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from email.utils import formatdate
 from typing import Any, cast
 
+from front.answers import error
 from front.http1 import (
     CHUNKED,
     END_OF_HEAD,
@@ -30,7 +30,6 @@ from front.http1 import (
     request_body_length,
     request_head,
 )
-from front.relay import error_value
 
 LOG = logging.getLogger("mooncake-proxy")
 REASONS = {
@@ -136,10 +135,6 @@ class Reply:
         self.head = b""
         self.ended = True
 
-    def json(self, status: int, value: Any, headers: Sequence[tuple[str, str]] = ()) -> None:
-        body = json.dumps(value, separators=(", ", ": ")).encode()
-        self.whole(status, body, [("Content-Type", "application/json; charset=utf-8"), *headers])
-
 
 _DATE: list[Any] = [0, ""]
 
@@ -239,14 +234,14 @@ class ClientConnection(asyncio.Protocol):
         except BadMessageError as bad:
             if reply is None or not reply.started:
                 reply = Reply(self, None)
-                reply.json(bad.status, error_value(bad.status, str(bad)))
+                error(bad.status, str(bad)).send(reply)
         except asyncio.CancelledError:
             pass  # the client went away, or the drain's time ran out
         except Exception:
             LOG.exception("the answer to a request failed")
             if reply is not None and not reply.started:
                 reply = Reply(self, None)
-                reply.json(500, error_value(500, "the front failed"))
+                error(500, "the front failed").send(reply)
         finally:
             self.busy = False
             self.close()

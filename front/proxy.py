@@ -20,20 +20,21 @@ import os
 import uuid
 from typing import Any
 
-import aiohttp
-from aiohttp import web
-
+from front.answers import Own, as_json, error, scaled_to_zero
 from front.base import Front
+from front.listener import Incoming, Reply
 from front.metrics import Routed
 from front.refusals import (
     COMPLETION_PATHS,
+    EVENT_STREAM,
     RESENT_ON_ABORT,
     draining_error,
     failed_before_output,
     refused_by_engine,
 )
-from front.relay import REQUEST_TIMEOUT, error, forward, forwarded_headers, relay, scaled_to_zero, sent
+from front.relay import forwarded_headers, relayed
 from front.router import PodChoice, Router, prompt_of, text_blocks
+from front.upstream import Answer, Pool, UpstreamError, request
 from front.watch import ROLES, Engine, Peers
 
 LOG = logging.getLogger("mooncake-proxy")
@@ -134,15 +135,9 @@ def as_events(path: str, answer: dict[str, Any], body: dict[str, Any]) -> bytes:
 
 
 class Proxy(Front):
-    def __init__(
-        self,
-        arguments: argparse.Namespace,
-        peers: Peers,
-        sessions: tuple[aiohttp.ClientSession, aiohttp.ClientSession],
-    ) -> None:
+    def __init__(self, arguments: argparse.Namespace, peers: Peers, pool: Pool) -> None:
         super().__init__(arguments, peers, ROLES)
-        self.session, self.fresh = sessions
-        """The pool's session, and one whose every request opens a connection of its own (``unrefused``)."""
+        self.pool = pool
         self.decode = arguments.decode
         self.peers = peers
         self.key = os.environ.get("VLLM_API_KEY")
@@ -156,47 +151,48 @@ class Proxy(Front):
         routers = {"prefill": self.prefill_router, "decode": self.decode_router}
         return [router.routed(role) for role, router in routers.items() if router is not None]
 
-    def headers(self, request_id: str) -> dict[str, str]:
-        headers = {"X-Request-Id": request_id}
+    def headers(self, request_id: str) -> list[tuple[str, str]]:
+        """A prefill's or a decode's headers: its body is JSON, the request's id, the servers' key."""
+        headers = [("Content-Type", "application/json"), ("X-Request-Id", request_id)]
         if self.key:
-            headers["Authorization"] = f"Bearer {self.key}"
+            headers.append(("Authorization", f"Bearer {self.key}"))
         return headers
 
-    async def answer(self, request: web.Request) -> web.StreamResponse:
-        if request.path not in COMPLETION_PATHS or request.method != "POST":
-            return await self.unsplit(request)
+    async def answer(self, incoming: Incoming, reply: Reply) -> Own | None:
+        if incoming.path not in COMPLETION_PATHS or incoming.method != "POST":
+            return await self.unsplit(incoming, reply)
         try:
-            body = await request.json()
-        except ValueError:
+            body = json.loads(incoming.body)
+        except ValueError:  # UnicodeDecodeError included
             body = None
         if not isinstance(body, dict):
             return error(400, "the request body must be a JSON object")
-        if refused := unsplittable(request.path, body):
+        if refused := unsplittable(incoming.path, body):
             return error(400, refused)
         if at_zero := self.at_zero():
             self.counts.unserved_by(at_zero)
             return scaled_to_zero(at_zero, self.retry_after_seconds)
         routed = self.prefill_router is not None and self.prefill_router.mode == "prefix"
-        blocks = text_blocks(prompt_of(request.path, body)) if routed else []
+        blocks = text_blocks(prompt_of(incoming.path, body)) if routed else []
         choice = None
         if self.decode_router is not None and self.peers.decode_pods is not None:
             choice = PodChoice(self.peers.decode_pods, self.decode_router, blocks)
         try:
-            return await self.split(request, body, blocks, choice)
+            return await self.split(incoming, reply, body, blocks, choice)
         finally:
             if choice is not None:
                 choice.release()
 
     async def split(
-        self, request: web.Request, body: dict[str, Any], blocks: list[int], choice: PodChoice | None
-    ) -> web.StreamResponse:
+        self, incoming: Incoming, reply: Reply, body: dict[str, Any], blocks: list[int], choice: PodChoice | None
+    ) -> Own | None:
         """The request prefilled, then decoded (on ``choice``'s pod, or through the Service), the answer
         relayed; run again once from the prefill when decode fails before any output."""
         retried = False
         while True:
             request_id = uuid.uuid4().hex
-            prefilled = await self.prefill(request.path, body, request_id, blocks)
-            if isinstance(prefilled, web.Response):
+            prefilled = await self.prefill(incoming.path, body, request_id, blocks)
+            if isinstance(prefilled, Own):
                 return prefilled
             engine, prefill_answer = prefilled
             if not finished_for_decode(prefill_answer):
@@ -204,11 +200,10 @@ class Proxy(Front):
                 # and the answer is whole. vLLM would have answered the client just this.
                 self.counts.answered += 1
                 if body.get("stream"):
-                    events = as_events(request.path, prefill_answer, body)
-                    return web.Response(body=events, content_type="text/event-stream")
-                return web.json_response(prefill_answer)
-            decoded = await self.decoded(request.path, body, engine, request_id, choice)
-            if isinstance(decoded, web.Response):
+                    return Own(200, as_events(incoming.path, prefill_answer, body), EVENT_STREAM)
+                return as_json(prefill_answer)
+            decoded = await self.decoded(incoming.path, body, engine, request_id, choice)
+            if isinstance(decoded, Own):
                 return decoded
             answer, head = decoded
             if not retried and failed_before_output(answer.status, answer.content_type, head):
@@ -225,11 +220,12 @@ class Proxy(Front):
                 LOG.warning("%s under request %s: prefilling again", cause, request_id)
                 continue
             self.counts.answered += 1
-            return await relay(request, answer, head=head)
+            await relayed(incoming, reply, answer, head, forward_headers=False)
+            return None
 
     async def decoded(
         self, path: str, body: dict[str, Any], engine: Engine, request_id: str, choice: PodChoice | None
-    ) -> tuple[aiohttp.ClientResponse, bytes] | web.Response:
+    ) -> tuple[Answer, bytes] | Own:
         """Decode's answer to the request ``engine`` prefilled and what was read of it (``Front.unrefused``),
         or the answer to give the client; sent to ``choice``'s pod, or to the decode Service without one."""
         payload = {
@@ -243,26 +239,23 @@ class Proxy(Front):
             },
         }
         headers = self.headers(request_id)
+        data = json.dumps(payload).encode()
 
-        async def post(session: aiohttp.ClientSession, base: str) -> aiohttp.ClientResponse:
-            return await sent(session, "POST", f"{base}{path}", json=payload, headers=headers, timeout=REQUEST_TIMEOUT)
-
-        async def send(fresh: bool) -> aiohttp.ClientResponse:
-            session = self.fresh if fresh else self.session
+        async def send(fresh: bool) -> Answer:
             if choice is None:
-                return await post(session, self.decode)
-            return await choice.send(lambda base: post(session, base))
+                return await request(self.pool, self.decode, "POST", path, headers, data, fresh)
+            return await choice.send(lambda base: request(self.pool, base, "POST", path, headers, data, fresh))
 
         try:
             unrefused = await self.unrefused(send, f"request {request_id}")
-        except (TimeoutError, aiohttp.ClientError) as failure:
+        except UpstreamError as failure:
             return self.decode_unreachable(failure)
         if unrefused is None:
             self.counts.unserved_by(["decode"])
             return error(503, f"decode refused the request {RESENT_ON_ABORT + 1} times: its pods are draining")
         return unrefused
 
-    def decode_unreachable(self, failure: Exception) -> web.Response:
+    def decode_unreachable(self, failure: Exception) -> Own:
         self.peers.decode_up = False
         self.peers.wake.set()
         self.counts.unserved_by(["decode"])
@@ -272,22 +265,24 @@ class Proxy(Front):
         forwarded = path.startswith(FORWARDED_PREFIX) or path in FORWARDED_PATHS
         return path in COMPLETION_PATHS or (forwarded and path not in NOT_FORWARDED)
 
-    async def unsplit(self, request: web.Request) -> web.StreamResponse:
+    async def unsplit(self, incoming: Incoming, reply: Reply) -> Own | None:
         """A route of vLLM's surface that needs no prefill (``FORWARDED_PATHS``): to decode as it came,
         with the proxy's key in place of the client's when the role servers require one."""
         if "decode" in self.at_zero():
             self.counts.unserved_by(["decode"])
             return scaled_to_zero(["decode"], self.retry_after_seconds)
-        headers = forwarded_headers(request)
+        headers = forwarded_headers(incoming)
         if self.key:
             headers = [(k, v) for k, v in headers if k.lower() != "authorization"]
             headers.append(("Authorization", f"Bearer {self.key}"))
+        head = incoming.head
         try:
-            answer = await forward(self.session, f"{self.decode}{request.rel_url}", request, headers)
-        except (TimeoutError, aiohttp.ClientError) as failure:
+            answer = await request(self.pool, self.decode, head.method, head.target, headers, incoming.body)
+        except UpstreamError as failure:
             return self.decode_unreachable(failure)
         self.counts.answered += 1
-        return await relay(request, answer, forward_headers=True)
+        await relayed(incoming, reply, answer, b"", forward_headers=True)
+        return None
 
     def next_prefill(self, tried: set[str], blocks: list[int]) -> Engine | None:
         """The engine that prefills next, of a pod not ``tried``: in turn, or by ``--routing`` (then held in
@@ -301,7 +296,7 @@ class Proxy(Front):
 
     async def prefill(
         self, path: str, body: dict[str, Any], request_id: str, blocks: list[int]
-    ) -> tuple[Engine, dict[str, Any]] | web.Response:
+    ) -> tuple[Engine, dict[str, Any]] | Own:
         """The engine that prefilled the request and its answer, or the answer to give the client."""
         payload = prefill_body(body, request_id)
         tried: set[str] = set()
@@ -320,16 +315,19 @@ class Proxy(Front):
 
     async def prefill_on(
         self, engine: Engine, path: str, payload: dict[str, Any], request_id: str
-    ) -> tuple[Engine, dict[str, Any]] | web.Response:
+    ) -> tuple[Engine, dict[str, Any]] | Own:
         """``engine``'s prefill of ``payload`` and its answer, or the client's error to answer; raises
         ``PrefillError`` when another pod should take it."""
-        headers = {**self.headers(request_id), "X-data-parallel-rank": str(engine.rank)}
-        url = f"{self.peers.prefill_url(engine.host)}{path}"
+        headers = [*self.headers(request_id), ("X-data-parallel-rank", str(engine.rank))]
+        data = json.dumps(payload).encode()
         try:
-            answer = await sent(self.session, "POST", url, json=payload, headers=headers, timeout=REQUEST_TIMEOUT)
-            async with answer:
+            answer = await request(self.pool, self.peers.prefill_url(engine.host), "POST", path, headers, data)
+            try:
                 content = await answer.read()
-        except (TimeoutError, aiohttp.ClientError) as failure:
+            finally:
+                if not answer.ended:
+                    answer.close()
+        except UpstreamError as failure:
             raise PrefillError(str(failure) or type(failure).__name__) from failure
         try:
             prefilled = json.loads(content)
@@ -338,7 +336,7 @@ class Proxy(Front):
         if answer.status < 400 and not refused_by_engine(prefilled):
             return engine, prefilled
         if 400 <= answer.status < 500:  # the request itself: no other prefill pod would take it
-            return web.Response(status=answer.status, body=content, content_type=answer.content_type)
+            return Own(answer.status, content, answer.headers.get("Content-Type") or "application/octet-stream")
         if answer.status < 400 or draining_error(prefilled):
             self.peers.refused(engine.host)
             raise PrefillError("its engine refused the request (draining)")

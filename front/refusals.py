@@ -44,7 +44,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Protocol, TypeVar
+from typing import Any
+
+from front.upstream import Answer
 
 COMPLETION_PATHS = ("/v1/completions", "/v1/chat/completions")
 """The completion routes (vLLM 0.33.0 entrypoints/openai/completion/api_router.py and
@@ -151,38 +153,13 @@ def failed_before_output(status: int, content_type: str, head: bytes) -> bool:
     return "error" in last or ("error" in finishes(last) and not carries_output(last))
 
 
-class Lines(Protocol):
-    async def readline(self) -> bytes: ...
-
-
-class Readable(Protocol):
-    """A backend's answer as ``read_ahead`` reads it: aiohttp's ``ClientResponse``, or the front's own data
-    path's ``upstream.Answer``."""
-
-    @property
-    def status(self) -> int: ...
-    @property
-    def headers(self) -> Any: ...
-    @property
-    def content_type(self) -> str: ...
-    @property
-    def content(self) -> Lines: ...
-    @property
-    def url(self) -> Any: ...
-    async def read(self) -> bytes: ...
-    def close(self) -> None: ...
-
-
-A = TypeVar("A", bound=Readable)
-
-
-async def opening(content: Lines) -> Opening:
+async def opening(answer: Answer) -> Opening:
     """A stream read up to its first event that carries a token or a finish (or its end, or
     ``OPENING_BYTES``)."""
     head = bytearray()
     event: list[bytes] = []
     while len(head) < OPENING_BYTES:
-        line = await content.readline()
+        line = await answer.readline()
         if not line:
             break
         head += line
@@ -196,7 +173,7 @@ async def opening(content: Lines) -> Opening:
     return Opening(bytes(head), False)
 
 
-async def read_ahead(answer: Readable) -> bytes | None:
+async def read_ahead(answer: Answer) -> bytes | None:
     """What of a completion's ``answer`` is read before the client gets any of it: the whole of a JSON
     answer or of a 500's, a stream's opening; None when the engine refused the request (a draining
     vLLM's 500, or "abort"), the answer's connection closed then. Any other answer (another error
@@ -214,20 +191,13 @@ async def read_ahead(answer: Readable) -> bytes | None:
             value = None
         refused = draining_error(value) if answer.status == 500 else ABORT in finishes(value)
     elif answer.status == 200 and answer.content_type == EVENT_STREAM:
-        start = await opening(answer.content)
+        start = await opening(answer)
         head, refused = start.head, start.refused
     else:
         return b""
     if not refused:
         return head
-    # aiohttp hands the connection back to its pool once it has parsed the answer's last byte, which a
-    # short answer that came in one segment has before anyone reads it (ClientResponse.start: the
-    # payload's on_eof releases it), and ``answer.connection`` is None from then on. So the protocol the
-    # answer came on (``_protocol``, aiohttp 3.14 client_reqrep.py ``start``) is closed here, and the pool
-    # hands out only connected ones (connector.py ``BaseConnector._get``, ``is_connected``). An aiohttp
-    # without it closes nothing: a refused round trip each time that connection is used, still resent.
-    protocol = getattr(answer, "_protocol", None)
-    if protocol is not None:
-        protocol.close()
+    # A whole answer read to its end gave its connection back to the pool: ``close`` takes it out again,
+    # so the connection that brought a refusal never carries another request (front/upstream.py).
     answer.close()
     return None

@@ -19,11 +19,9 @@ import os
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
-import aiohttp
-
 from front.metrics import Routed
 from front.routing import ApproximatePrefix, LeastLoad, Policy, RandomChoice
-from front.upstream import ConnectError
+from front.upstream import ConnectError, UpstreamError
 from front.watch import Pods
 
 LOG = logging.getLogger("mooncake-proxy")
@@ -139,7 +137,7 @@ class Router:
                 del engines[gone]
 
 
-class NoPod(aiohttp.ClientError):
+class NoPodError(UpstreamError):
     """No pod of the role is serving (every one tried, suspect or draining)."""
 
 
@@ -158,7 +156,7 @@ class PodChoice:
         self.held: str | None = None
 
     async def send(self, request: Callable[[str], Awaitable[R]]) -> R:
-        """``request`` of the chosen pod's base URL; raises ``NoPod`` when no pod is left to try."""
+        """``request`` of the chosen pod's base URL; raises ``NoPodError`` when no pod is left to try."""
         if self.held is not None:
             self.pods.refused(self.held)
             self.release()
@@ -166,12 +164,12 @@ class PodChoice:
             self.router.keep(self.pods.up)
             pod = self.router.choose([pod for pod in self.pods.up if pod not in self.tried], self.blocks)
             if pod is None:
-                raise NoPod(f"no {self.pods.role} pod is serving")
+                raise NoPodError(f"no {self.pods.role} pod is serving")
             self.tried.add(pod)
             self.held = pod
             try:
                 return await request(self.pods.url(pod))
-            except (aiohttp.ClientConnectorError, ConnectError) as failure:
+            except ConnectError as failure:
                 LOG.warning("%s pod %s is unreachable (%s): taken out of rotation", self.pods.role, pod, failure)
                 self.pods.suspect(pod)
                 self.release()

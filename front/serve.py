@@ -1,5 +1,5 @@
-"""The front's command line and its serving: the arguments, the serving port's application, the
-metrics port's, and the drain on SIGTERM."""
+"""The front's command line and its serving: the arguments, the serving port (front/listener.py), the
+metrics port's application, and the drain on SIGTERM."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import AsyncIterator, Coroutine, Sequence
+from collections.abc import Coroutine, Sequence
 from typing import Any
 
 import aiohttp
@@ -19,59 +19,14 @@ from front.base import Front
 from front.gate import Gate
 from front.listener import Listener
 from front.proxy import Proxy
-from front.relay import error
 from front.router import MODES
 from front.upstream import Pool, address_of
-from front.watch import ROLES, SERVER, Peers, Server
+from front.watch import ROLES, SERVER, Peers, Server, Watch
 
 LOG = logging.getLogger("mooncake-proxy")
 KEEPALIVE_TO_PEERS_SECONDS = 3.0
 MAX_BODY_BYTES = 100 * 2**20
-"""Long prompts and inline images exceed aiohttp's default limit of 1 MiB."""
-
-
-FRONT = web.AppKey("front", Proxy)
-
-
-def application(arguments: argparse.Namespace) -> web.Application:
-    """The P/D proxy's serving port (the gate's is front/listener.py: ``serve_gate``)."""
-    app = web.Application(client_max_size=MAX_BODY_BYTES)
-
-    async def peers_and_session(app: web.Application) -> AsyncIterator[None]:
-        # Idle connections are dropped before vLLM drops them (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s), so a
-        # request never goes out on a connection the server is closing.
-        connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_TO_PEERS_SECONDS)
-        session = aiohttp.ClientSession(connector=connector)
-        # A request a draining engine refused goes again on a connection of its own (front/refusals.py).
-        fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True))
-        peers = Peers(arguments, session)
-        app[FRONT] = Proxy(arguments, peers, (session, fresh))
-        refresh = asyncio.create_task(peers.run())
-        metrics = await metrics_site(arguments, app[FRONT]) if arguments.metrics_port is not None else None
-        yield
-        if metrics is not None:
-            await metrics.cleanup()
-        refresh.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await refresh
-        await session.close()
-        await fresh.close()
-
-    async def health(request: web.Request) -> web.Response:
-        return await request.app[FRONT].health(request)
-
-    async def received(request: web.Request) -> web.StreamResponse:
-        front = request.app[FRONT]
-        if not front.routed(request.path):  # not a request for the backends: neither counted nor sent
-            return error(404, f"{request.path} is not served by a split endpoint (docs/mooncake-proxy.md, Routes)")
-        with front.counted():
-            return await front.answer(request)
-
-    app.cleanup_ctx.append(peers_and_session)
-    app.router.add_get("/health", health)
-    # Everything else, whatever its method (a POST to /health included: only the GET is the front's).
-    app.router.add_route("*", "/{path:.*}", received)
-    return app
+"""The largest request body taken (413 beyond): long prompts and inline images are megabytes."""
 
 
 async def metrics_site(arguments: argparse.Namespace, proxy: Front) -> web.AppRunner:
@@ -188,12 +143,7 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
         if not arguments.forward_health.startswith("/"):
             parser.error(f"--forward-health must be a path starting with /, got {arguments.forward_health!r}")
         arguments.forward = arguments.forward.rstrip("/")
-        for flag, url in (("--forward", arguments.forward), ("--forward-pods", arguments.forward_pods)):
-            try:
-                if url is not None:
-                    address_of(url)
-            except ValueError as bad:
-                parser.error(f"{flag}: {bad}")
+        plain_http(parser, {"--forward": arguments.forward, "--forward-pods": arguments.forward_pods})
         return arguments
     if arguments.forward_pods is not None:
         parser.error("--forward-pods needs --forward: it names the gate's server pods")
@@ -203,7 +153,18 @@ def parse_arguments(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if SERVER in arguments.scale_to_zero:
         parser.error("--scale-to-zero server needs --forward")
     arguments.decode = arguments.decode.rstrip("/")
+    plain_http(parser, {"--decode": arguments.decode, "--decode-pods": arguments.decode_pods})
     return arguments
+
+
+def plain_http(parser: argparse.ArgumentParser, urls: dict[str, str | None]) -> None:
+    """The backends' URLs are http:// (the data path speaks plain HTTP/1.1 to them: front/upstream.py)."""
+    for flag, url in urls.items():
+        try:
+            if url is not None:
+                address_of(url)
+        except ValueError as bad:
+            parser.error(f"{flag}: {bad}")
 
 
 async def stopped() -> None:
@@ -221,45 +182,31 @@ async def serve(arguments: argparse.Namespace) -> None:
     a connection still open answers 503 ``draining``, and the requests in flight (streams included) get
     ``--drain-seconds`` to finish before they are cancelled. The peers are still watched meanwhile: a
     request in flight may need a prefill again. In a pod, the preStop before SIGTERM has let the load
-    balancer stop sending (components/render/drain.py)."""
-    if arguments.forward is not None:
-        await serve_gate(arguments)
-        return
-    app = application(arguments)
-    runner = web.AppRunner(
-        app,
-        shutdown_timeout=arguments.drain_seconds,
-        keepalive_timeout=arguments.keepalive_seconds,
-        handler_cancellation=True,  # a client that goes away cancels its decode
-        access_log=None,
-    )
-    await runner.setup()
-    await web.TCPSite(runner, arguments.host, arguments.port).start()
-    await stopped()
-    front = app[FRONT]
-    front.draining = True
-    LOG.info("draining: %d requests in flight, up to %d s", front.counts.in_flight, arguments.drain_seconds)
-    await runner.cleanup()
-    LOG.info("drained")
+    balancer stop sending (components/render/drain.py).
 
-
-async def serve_gate(arguments: argparse.Namespace) -> None:
-    """The gate, served as ``serve`` says, on the front's own data path (front/listener.py,
-    front/upstream.py); its probes and its metrics port on aiohttp."""
-    # The gate passes answers on as they came, compressed or not; its probes read only statuses.
+    The serving port is the front's own data path (front/listener.py, front/upstream.py); the probes of
+    the backends and the metrics port are aiohttp's."""
+    # Idle connections are dropped before vLLM drops them (VLLM_HTTP_TIMEOUT_KEEP_ALIVE, 5 s), so a
+    # request never goes out on a connection the server is closing.
     connector = aiohttp.TCPConnector(limit=0, keepalive_timeout=KEEPALIVE_TO_PEERS_SECONDS)
     session = aiohttp.ClientSession(connector=connector)
     pool = Pool(KEEPALIVE_TO_PEERS_SECONDS)
-    server = Server(arguments, session)
-    gate = Gate(arguments, server, pool)
-    refresh = asyncio.create_task(server.run())
-    metrics = await metrics_site(arguments, gate) if arguments.metrics_port is not None else None
-    listener = Listener(gate.handle, arguments.keepalive_seconds, MAX_BODY_BYTES)
-    await listener.start(arguments.host, arguments.port)
+    front: Front
+    watch: Watch
+    if arguments.forward is not None:
+        watch = server = Server(arguments, session)
+        front = Gate(arguments, server, pool)
+    else:
+        watch = peers = Peers(arguments, session)
+        front = Proxy(arguments, peers, pool)
+    refresh = asyncio.create_task(watch.run())
+    metrics = await metrics_site(arguments, front) if arguments.metrics_port is not None else None
+    listener = Listener(front.handle, arguments.keepalive_seconds, MAX_BODY_BYTES)
     try:
+        await listener.start(arguments.host, arguments.port)
         await stopped()
-        gate.draining = True
-        LOG.info("draining: %d requests in flight, up to %d s", gate.counts.in_flight, arguments.drain_seconds)
+        front.draining = True
+        LOG.info("draining: %d requests in flight, up to %d s", front.counts.in_flight, arguments.drain_seconds)
         await listener.drain(arguments.drain_seconds)
         LOG.info("drained")
     finally:

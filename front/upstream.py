@@ -2,11 +2,12 @@
 kept-alive connections (a pool per host and port, an idle connection dropped after ``idle_seconds``, before
 vLLM's uvicorn drops it: serve.KEEPALIVE_TO_PEERS_SECONDS), each answer read as it comes.
 
-What aiohttp's client did for the gate, at a fraction of its cost (docs/front.md, "Cost in the data
+What aiohttp's client did for the front, at a fraction of its cost (docs/front.md, "Cost in the data
 path"): no URL objects, no cookie jar, no per-request timers but the connect's, nothing added to the
 request but ``Host`` and its length, the answer's body passed on without decompression. A request whose
 connection closed before any of the answer came is sent again on another (``RESENT_ON_CLOSED`` times at
-most), as ``relay.sent`` does for aiohttp: a draining uvicorn closes its idle keep-alive connections."""
+most): a draining uvicorn closes its idle keep-alive connections, and a request the pool had just put
+on one never reached it."""
 
 from __future__ import annotations
 
@@ -173,8 +174,7 @@ class Pool:
 class Answer:
     """A backend's answer: its status line and headers at once, its body (decoded of its framing) read
     as it comes. Reading it to its end gives the connection back to the pool when it may carry another
-    request; ``close`` drops it. Read the way front/refusals.py ``read_ahead`` reads aiohttp's answers
-    (``status``, ``headers``, ``content_type``, ``read``, ``content.readline``)."""
+    request; ``close`` drops it."""
 
     def __init__(self, pool: Pool, address: Address, link: Link, method: str, url: str, head_bytes: bytes) -> None:
         head = response_head(head_bytes)
@@ -197,10 +197,6 @@ class Answer:
         """The media type alone, lowercased (aiohttp's ``ClientResponse.content_type``)."""
         value = self.headers.get("Content-Type")
         return value.partition(";")[0].strip().lower() if value else "application/octet-stream"
-
-    @property
-    def content(self) -> Answer:
-        return self
 
     def finish(self) -> None:
         self.ended = True

@@ -1,5 +1,5 @@
 """The front's command line (front/serve.py) and its answer while its backends are at zero
-(front/relay.py)."""
+(front/answers.py)."""
 
 from __future__ import annotations
 
@@ -8,24 +8,22 @@ import json
 import pytest
 
 from fleetctl.verify import schemas as verify_schemas
-from front import relay
+from front import answers
 from front.serve import parse_arguments
 
 
 def test_the_answer_at_zero_says_so_and_when_to_retry() -> None:
-    answer = relay.scaled_to_zero(["prefill", "decode"], 45)
-    assert (answer.status, answer.headers["Retry-After"]) == (503, "45")
-    assert answer.text is not None
-    assert json.loads(answer.text) == {
+    answer = answers.scaled_to_zero(["prefill", "decode"], 45)
+    assert (answer.status, dict(answer.headers)["Retry-After"]) == (503, "45")
+    assert json.loads(answer.body) == {
         "error": {
             "message": "prefill and decode scaled to zero: this request wakes them; retry in a few minutes",
             "type": "scaled_to_zero",
             "code": 503,
         }
     }
-    one = relay.scaled_to_zero(["decode"], 30)
-    assert one.text is not None
-    assert json.loads(one.text)["error"]["message"].startswith("decode scaled to zero: this request wakes it;")
+    one = answers.scaled_to_zero(["decode"], 30)
+    assert json.loads(one.body)["error"]["message"].startswith("decode scaled to zero: this request wakes it;")
 
 
 def test_scale_to_zero_roles_are_repeatable_and_checked(capsys: pytest.CaptureFixture[str]) -> None:
@@ -42,7 +40,7 @@ def test_scale_to_zero_roles_are_repeatable_and_checked(capsys: pytest.CaptureFi
 
 def test_verify_recognises_the_answer_at_zero_by_the_programs_error_type() -> None:
     """fleetctl verify waits for an endpoint whose proxy answers this type (and reads /health's key)."""
-    assert relay.SCALED_TO_ZERO == verify_schemas.SCALED_TO_ZERO
+    assert answers.SCALED_TO_ZERO == verify_schemas.SCALED_TO_ZERO
 
 
 def test_the_programs_forward_mode_takes_no_prefill_or_decode_and_only_the_server_at_zero(

@@ -12,14 +12,12 @@ import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-import aiohttp
-import pytest
 from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from front.base import Front
 from front.refusals import DRAINING_ERROR, EVENT_STREAM, RESENT_ON_ABORT, decided, failed_before_output, read_ahead
-from front.upstream import Pool, request
+from front.upstream import Answer, Pool, request
 from front.watch import Server
 
 ROLE = {"choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}]}
@@ -124,56 +122,41 @@ class Backend:
 
 
 class Client:
-    """How a front posts to its backends: aiohttp's sessions (the P/D proxy) or the front's own data path
-    (front/upstream.py, the gate); ``fresh`` a connection of its own."""
+    """How a front posts to its backends (front/upstream.py); ``fresh``: a connection of its own."""
 
-    def __init__(self, own: bool) -> None:
-        self.own = own
+    def __init__(self) -> None:
         self.pool = Pool(3.0)
-        self.pooled = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0))
-        self.fresh = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, force_close=True))
 
-    async def post(self, url: str, body: dict[str, Any], fresh: bool = False) -> Any:
-        if self.own:
-            base, _, path = url.partition("/v1/")
-            headers = [("Content-Type", "application/json")]
-            return await request(self.pool, base, "POST", f"/v1/{path}", headers, json.dumps(body).encode(), fresh)
-        return await (self.fresh if fresh else self.pooled).post(url, json=body)
-
-    async def close(self) -> None:
-        self.pool.close()
-        await self.pooled.close()
-        await self.fresh.close()
+    async def post(self, url: str, body: dict[str, Any], fresh: bool = False) -> Answer:
+        base, _, path = url.partition("/v1/")
+        headers = [("Content-Type", "application/json")]
+        return await request(self.pool, base, "POST", f"/v1/{path}", headers, json.dumps(body).encode(), fresh)
 
 
-CLIENTS = pytest.mark.parametrize("own", [False, True], ids=["aiohttp", "own"])
-
-
-def against(backend: Backend, test: Callable[[Front, Client, str], Awaitable[Any]], own: bool) -> Any:
+def against(backend: Backend, test: Callable[[Front, Client, str], Awaitable[Any]]) -> Any:
     async def run() -> Any:
         app = web.Application()
         app.router.add_post("/v1/chat/completions", backend.completions)
         async with TestServer(app, host="127.0.0.1") as server:
-            client = Client(own)
+            client = Client()
             arguments = argparse.Namespace(scale_to_zero=[], retry_after_seconds=1, probe_misses=3, forward_pods=None)
-            front = Front(arguments, Server(arguments, client.pooled), ["server"])
+            front = Front(arguments, Server(arguments, None), ["server"])  # type: ignore[arg-type]  # no probes
             try:
                 return await test(front, client, str(server.make_url("/v1/chat/completions")))
             finally:
-                await client.close()
+                client.pool.close()
 
     return asyncio.run(run())
 
 
-def sender(client: Client, url: str, stream: bool) -> Callable[[bool], Awaitable[Any]]:
-    async def send(fresh: bool) -> Any:
+def sender(client: Client, url: str, stream: bool) -> Callable[[bool], Awaitable[Answer]]:
+    async def send(fresh: bool) -> Answer:
         return await client.post(url, {"messages": [], "stream": stream}, fresh)
 
     return send
 
 
-@CLIENTS
-def test_a_refused_stream_is_sent_again_on_another_connection_and_its_own_is_not_reused(own: bool) -> None:
+def test_a_refused_stream_is_sent_again_on_another_connection_and_its_own_is_not_reused() -> None:
     backend = Backend(refusals=0)
 
     async def test(front: Front, client: Client, url: str) -> tuple[bytes, bytes]:
@@ -187,20 +170,17 @@ def test_a_refused_stream_is_sent_again_on_another_connection_and_its_own_is_not
         await (await client.post(url, {"messages": []})).read()
         return head, rest
 
-    head, rest = against(backend, test, own)
+    head, rest = against(backend, test)
     assert head == events(ROLE, TOKEN).removesuffix(b"data: [DONE]\n\n")  # read up to the first token
     assert rest == b"data: [DONE]\n\n"  # the rest left to stream on
     warm, refused, resent, after = backend.ports
     assert refused == warm  # the pool's connection brought the refusal
     assert resent != refused  # sent again on a connection of its own
     assert after != refused  # the refusing connection was closed, not handed out again
-    # aiohttp's fresh session closes each of its connections; the gate's own pool keeps the one the resend
-    # opened (to a pod that answered), as it keeps any other.
-    assert (after == resent) is own
+    assert after == resent  # the one the resend opened (to a pod that answered) is kept, as any other
 
 
-@CLIENTS
-def test_a_refused_whole_answer_is_sent_again_and_then_passed_on_whole(own: bool) -> None:
+def test_a_refused_whole_answer_is_sent_again_and_then_passed_on_whole() -> None:
     async def test(front: Front, client: Client, url: str) -> Any:
         unrefused = await front.unrefused(sender(client, url, stream=False), "a completion")
         assert unrefused is not None
@@ -208,11 +188,10 @@ def test_a_refused_whole_answer_is_sent_again_and_then_passed_on_whole(own: bool
         answer.close()
         return json.loads(head)
 
-    assert against(Backend(refusals=1), test, own)["choices"][0]["text"] == "hello back"
+    assert against(Backend(refusals=1), test)["choices"][0]["text"] == "hello back"
 
 
-@CLIENTS
-def test_a_draining_servers_500_is_sent_again_and_another_500_is_passed_on(own: bool) -> None:
+def test_a_draining_servers_500_is_sent_again_and_another_500_is_passed_on() -> None:
     """A draining vLLM refuses a new request 500 from its stopped tokenizer pool, streamed or not; any
     other 500 is the request's own answer, passed on whole."""
 
@@ -224,25 +203,23 @@ def test_a_draining_servers_500_is_sent_again_and_another_500_is_passed_on(own: 
         return answer.status, head
 
     opening = events(ROLE, TOKEN).removesuffix(b"data: [DONE]\n\n")
-    assert against(Backend(refusals=1, error=DRAINING_500), test, own) == (200, opening)
+    assert against(Backend(refusals=1, error=DRAINING_500), test) == (200, opening)
     other = {"error": {"message": "kv load failed", "type": "InternalServerError", "code": 500}}
-    status, head = against(Backend(refusals=1, error=other), test, own)
+    status, head = against(Backend(refusals=1, error=other), test)
     assert (status, json.loads(head)) == (500, other)  # read whole, passed on as the client's answer
 
 
-@CLIENTS
-def test_a_request_every_try_of_which_is_refused_gives_up_after_its_resends(own: bool) -> None:
+def test_a_request_every_try_of_which_is_refused_gives_up_after_its_resends() -> None:
     backend = Backend(refusals=RESENT_ON_ABORT + 5)
 
     async def test(front: Front, client: Client, url: str) -> Any:
         return await front.unrefused(sender(client, url, stream=True), "a chat")
 
-    assert against(backend, test, own) is None
+    assert against(backend, test) is None
     assert len(backend.ports) == RESENT_ON_ABORT + 1
 
 
-@CLIENTS
-def test_an_answer_that_is_not_a_completion_is_left_unread(own: bool) -> None:
+def test_an_answer_that_is_not_a_completion_is_left_unread() -> None:
     async def test(front: Front, client: Client, url: str) -> bytes | None:
         answer = await client.post(url.replace("/chat/completions", "/nowhere"), {})
         try:
@@ -250,11 +227,10 @@ def test_an_answer_that_is_not_a_completion_is_left_unread(own: bool) -> None:
         finally:
             answer.close()
 
-    assert against(Backend(refusals=0), test, own) == b""
+    assert against(Backend(refusals=0), test) == b""
 
 
-@CLIENTS
-def test_a_client_gone_before_the_first_token_ends_the_backends_request(own: bool) -> None:
+def test_a_client_gone_before_the_first_token_ends_the_backends_request() -> None:
     """The front reads a stream's opening before it answers its client; a client that leaves meanwhile
     (its handler cancelled) closes the backend's connection, as it does once the answer is relayed."""
     backend = Backend(refusals=0)
@@ -270,4 +246,4 @@ def test_a_client_gone_before_the_first_token_ends_the_backends_request(own: boo
         await asyncio.wait_for(backend.cut.wait(), 3)
         return backend.cut.is_set()
 
-    assert against(backend, test, own)
+    assert against(backend, test)

@@ -10,12 +10,12 @@ import subprocess
 import sys
 from typing import Any
 
-import aiohttp
 import pytest
 
 from front.metrics import BACKEND_IN_FLIGHT, ROUTED_BLOCKS, ROUTED_CACHED_BLOCKS, Counts, exposition
-from front.router import BLOCK_CHARACTERS, NoPod, PodChoice, Router, prompt_of, text_blocks
+from front.router import BLOCK_CHARACTERS, NoPodError, PodChoice, Router, prompt_of, text_blocks
 from front.serve import parse_arguments
+from front.upstream import ConnectError
 from front.watch import Pods, Watch
 
 
@@ -110,9 +110,8 @@ def pods(*hosts: str) -> Pods:
     return found
 
 
-def refused_connection(base: str) -> aiohttp.ClientConnectorError:
-    key = aiohttp.client_reqrep.ConnectionKey(base, 8080, False, True, None, None, None)
-    return aiohttp.ClientConnectorError(key, ConnectionRefusedError(111, "Connection refused"))
+def refused_connection(base: str) -> ConnectError:
+    return ConnectError(f"cannot connect to {base}: [Errno 111] Connection refused")
 
 
 def test_a_pod_whose_connection_is_refused_is_taken_out_and_the_next_one_takes_the_request() -> None:
@@ -148,7 +147,7 @@ def test_a_second_send_means_the_pod_refused_as_a_draining_vllm_does_and_another
     second: Any = asyncio.run(choice.send(request))
     assert (first.base, second.base) == ("http://10.0.0.1:8080", "http://10.0.0.2:8080")
     assert found.draining == {"10.0.0.1"}
-    with pytest.raises(NoPod, match="no decode pod is serving"):
+    with pytest.raises(NoPodError, match="no decode pod is serving"):
         asyncio.run(choice.send(request))
 
 
